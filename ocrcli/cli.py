@@ -1,0 +1,122 @@
+"""The `ocrcli` command line: parses options into dataclasses and calls the package."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+import typer
+
+from ocrcli import __version__
+from ocrcli.errors import ExitCode, OcrCliError
+from ocrcli.inputs import parse_pages, parse_shard
+from ocrcli.progress import Reporter
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Convert folders of PDFs and images to Markdown and JSON, page by page.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ocrcli {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """ocrcli: document-to-Markdown with lossless speculative decoding."""
+
+
+def _fail(exc: OcrCliError) -> None:
+    typer.echo(f"ocrcli: error: {exc}", err=True)
+    raise typer.Exit(int(exc.exit_code))
+
+
+@app.command()
+def convert(
+    inputs: list[str] = typer.Argument(..., help="PDFs, images, folders (recursive) or globs."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder."),
+    format: str = typer.Option("md,json", "--format", help="Per-page outputs: md, json or both."),
+    pages: str = typer.Option(None, "--pages", help="1-based pages, e.g. 1-3,7."),
+    dpi: int = typer.Option(144, "--dpi", min=36, max=600, help="PDF rendering resolution."),
+    max_pixels: int = typer.Option(12_000_000, "--max-pixels", min=10_000,
+                                   help="Pixel cap per page image."),
+    model: str = typer.Option("builtin", "--model", help="builtin, a hub id, or a folder."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda[:N] or mps."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Requests decoded together."),
+    draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16,
+                                    help="Draft tokens per step (0: plain greedy). "
+                                         "Default: confidence-gated up to the head's depth."),
+    min_prob: float = typer.Option(0.3, "--draft-min-prob", min=0.0, max=1.0,
+                                   help="Gated drafting: stop below this draft probability."),
+    min_path_prob: float = typer.Option(0.2, "--draft-min-path-prob", min=0.0, max=1.0,
+                                        help="Gated drafting: stop below this running product."),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1,
+                                       help="Token cap per request (status 'truncated')."),
+    prompt: str = typer.Option(None, "--prompt", help="Override the model's instruction."),
+    resume: bool = typer.Option(True, "--resume/--overwrite",
+                                help="Skip pages already done with the same settings."),
+    render_workers: int = typer.Option(1, "--render-workers", min=0,
+                                       help="Renderer processes (0: render in this process)."),
+    password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
+    shard: str = typer.Option(None, "--shard", help="K/N: this worker's share of documents."),
+    summary: str = typer.Option(None, "--summary", help="Also write the run summary JSON here; "
+                                                        "'-' prints it to stdout."),
+    log: str = typer.Option("auto", "--log", help="auto, rich, plain or json."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors."),
+) -> None:
+    """Convert documents to Markdown (and JSON) per page."""
+    from ocrcli.convert import Converter, ConvertSettings
+
+    try:
+        formats = frozenset(f.strip() for f in format.split(",") if f.strip())
+        if not formats or not formats <= {"md", "json"}:
+            raise typer.BadParameter("use md, json or md,json", param_hint="--format")
+        if log not in ("auto", "rich", "plain", "json"):
+            raise typer.BadParameter("use auto, rich, plain or json", param_hint="--log")
+        mode = ("rich" if sys.stderr.isatty() else "plain") if log == "auto" else log
+        if summary == "-" and mode != "json":
+            quiet = True  # stdout carries the JSON summary alone
+        settings = ConvertSettings(
+            inputs=inputs, out=out, formats=formats | {"json"}, pages=parse_pages(pages),
+            dpi=dpi, max_pixels=max_pixels, model=model, device=device, batch_size=batch_size,
+            draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
+            max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
+            render_workers=render_workers, password=password, shard=parse_shard(shard),
+            log=mode, quiet=quiet)
+        code, result = Converter(settings, Reporter(mode, quiet)).run()
+    except OcrCliError as exc:
+        _fail(exc)
+    if summary == "-":
+        sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    elif summary:
+        Path(summary).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    raise typer.Exit(int(code))
+
+
+@app.command()
+def models() -> None:
+    """List the built-in and known models, and where their weights are."""
+    from ocrcli.models.builtin import BUILTIN_DIR
+    from ocrcli.models.registry import KNOWN_MODELS
+
+    for m in KNOWN_MODELS:
+        where = str(BUILTIN_DIR / "model.safetensors") if not m.hub else \
+            "Hugging Face hub (downloaded on first use), or pass a local folder to --model"
+        typer.echo(f"{m.name}\n    {m.description}\n    weights: {where}")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("ocrcli: interrupted", err=True)
+        sys.exit(int(ExitCode.interrupted))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""Wires inputs -> render -> engine -> output, with progress, resume and signals.
+
+Data flows one way. Pages are rendered ahead in worker processes; each rendered page becomes
+one or more decode requests (model adapter); the engine interleaves requests of many pages in
+its continuous batch; a page is assembled and written the moment its last request ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from ocrcli import __version__
+from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
+from ocrcli.engine.scheduler import DecodeResult, Engine
+from ocrcli.errors import ExitCode, UsageError
+from ocrcli.inputs import Document, PageRef, collect
+from ocrcli.models.base import DecodeRequest, LoadedModel
+from ocrcli.models.registry import load_model, resolve_device
+from ocrcli.output import OutputTree, PageRecord, check_writable, write_json
+from ocrcli.progress import Reporter
+from ocrcli.render import PageImage, Renderer, RenderSettings
+
+STATUS_RANK = {"ok": 0, "truncated": 1, "degenerate": 2}
+
+
+@dataclass
+class ConvertSettings:
+    inputs: list[str]
+    out: Path
+    formats: frozenset[str] = frozenset({"md", "json"})
+    pages: set[int] | None = None
+    dpi: int = 144
+    max_pixels: int = 12_000_000
+    model: str = "builtin"
+    device: str = "auto"
+    batch_size: int = 16
+    draft_depth: int | None = None  # None: the model's gated default; 0: plain greedy
+    min_prob: float = GATED_DEFAULT.min_prob
+    min_path_prob: float = GATED_DEFAULT.min_path_prob
+    max_new_tokens: int | None = None  # None: the model's own default
+    prompt: str | None = None
+    resume: bool = True
+    render_workers: int = 1
+    password: str | None = None
+    shard: tuple[int, int] | None = None
+    log: str = "plain"
+    quiet: bool = False
+
+
+@dataclass
+class _PageState:
+    ref: PageRef
+    image: PageImage
+    requests: list[DecodeRequest]
+    texts: list[str | None]
+    statuses: list[str]
+    tokens: int = 0
+    verify_steps: int = 0
+    hist: Counter = field(default_factory=Counter)
+    decode_s: float = 0.0
+
+
+def fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
+    """What can change a page's output. Draft settings cannot, so they are left out."""
+    key = {"model": loaded.model_id, "weights": loaded.weights_hash, "prompt": s.prompt or "",
+           "dpi": s.dpi, "max_pixels": s.max_pixels, "max_new_tokens": max_new}
+    return hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+class _Interrupt:
+    """First SIGINT/SIGTERM: stop admitting work and finish what is in flight. Second: stop now."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: dict[int, object] = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class Converter:
+    def __init__(self, settings: ConvertSettings, reporter: Reporter):
+        self.s = settings
+        self.report = reporter
+        self.tree = OutputTree(settings.out)
+
+    def run(self) -> tuple[ExitCode, dict]:
+        s = self.s
+        check_writable(s.out)
+        docs, notices = collect(s.inputs, s.pages, s.shard, s.password)
+        for n in notices:
+            self.report.notice(n)
+        if not docs:
+            raise UsageError("no PDF or image documents found in the inputs")
+        device = resolve_device(s.device)
+        loaded = load_model(s.model, device)
+        max_new = s.max_new_tokens or (160 if s.model == "builtin" else 8192)
+        fp = fingerprint(loaded, s, max_new)
+        self.loaded, self.fp, self.max_new = loaded, fp, max_new
+
+        failures: list[dict] = []
+        todo: list[PageRef] = []
+        remaining: dict[int, int] = {}
+        skipped = 0
+        for i, doc in enumerate(docs):
+            if doc.error:
+                failures.append({"source": str(doc.path), "page": None, "error": doc.error})
+                self.report.problem(f"{doc.path}: {doc.error}")
+                continue
+            for p in doc.pages:
+                if s.resume and self.tree.is_done(doc.rel, p, fp):
+                    skipped += 1
+                else:
+                    todo.append(PageRef(i, doc.path, doc.kind, p))
+                    remaining[i] = remaining.get(i, 0) + 1
+        self.report.start(len(docs), len(todo))
+        for i, doc in enumerate(docs):  # nothing to do: documents are complete already
+            if i not in remaining:
+                self._finish_document(doc)
+
+        depth = loaded.model.max_draft_depth if s.draft_depth is None else s.draft_depth
+        policy = DraftPolicy(depth, s.min_prob, s.min_path_prob) if s.draft_depth is None else \
+            DraftPolicy(depth)
+        engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard)
+        renderer = Renderer(RenderSettings(s.dpi, s.max_pixels, s.password), s.render_workers,
+                            prefetch=max(2, 2 * s.render_workers))
+        counts = Counter()
+        t0 = time.perf_counter()
+        interrupted = False
+        try:
+            with _Interrupt() as interrupt:
+                stream = renderer.stream(todo)
+                pages: dict[int, _PageState] = {}
+                queued: list[DecodeRequest] = []
+                next_id = 0
+
+                def take_page(block: bool) -> bool:
+                    nonlocal next_id
+                    img = stream.poll(block)
+                    if img is None:
+                        return False
+                    pid, next_id = next_id, next_id + 1
+                    if img.error:
+                        self._write_failed(docs, img.ref, img, img.error, failures, counts)
+                        self._page_written(docs, img.ref, remaining)
+                        return True
+                    try:
+                        reqs = loaded.adapter.page_requests(img.image, max_new)
+                    except Exception as exc:  # a page the model cannot read must not stop the run
+                        self._write_failed(docs, img.ref, img, f"cannot prepare page: {exc}",
+                                           failures, counts)
+                        self._page_written(docs, img.ref, remaining)
+                        return True
+                    for j, r in enumerate(reqs):
+                        r.key = (pid, j)
+                    state = _PageState(img.ref, img, reqs, [None] * len(reqs), ["ok"] * len(reqs))
+                    if not reqs:  # a blank page
+                        self._write_page(docs, state, counts)
+                        self._page_written(docs, img.ref, remaining)
+                    else:
+                        pages[pid] = state
+                        queued.extend(reqs)
+                    return True
+
+                def fetch(n: int, block: bool):
+                    if interrupt.requested:
+                        stream.stop()
+                        return None
+                    while len(queued) < n and not stream.done:
+                        if not take_page(block and not queued):
+                            break
+                    if not queued:
+                        return None if stream.done else []
+                    batch, queued[:] = queued[:n], queued[n:]
+                    return batch
+
+                for result in engine.run(fetch):
+                    state = self._record(pages, result)
+                    if state is not None:
+                        self._write_page(docs, state, counts)
+                        self._page_written(docs, state.ref, remaining)
+                interrupted = interrupt.requested
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            renderer.close()
+        for i in list(remaining):  # documents cut short by an interrupt
+            self._finish_document(docs[i])
+        elapsed = time.perf_counter() - t0
+        summary = self._summary(docs, counts, skipped, failures, elapsed, interrupted)
+        if interrupted:
+            code = ExitCode.interrupted
+        elif failures:
+            code = ExitCode.pages_failed
+        else:
+            code = ExitCode.ok
+        summary["exit_code"] = int(code)
+        write_json(s.out / "summary.json", summary)
+        self.report.finish(summary)
+        return code, summary
+
+    def _record(self, pages: dict[int, _PageState], result: DecodeResult) -> _PageState | None:
+        pid, j = result.key
+        state = pages[pid]
+        state.texts[j] = self.loaded.tokenizer.decode(result.tokens)
+        state.statuses[j] = result.status
+        st = result.stats
+        state.tokens += st.tokens
+        state.verify_steps += st.verify_steps
+        state.hist.update(st.accepted_hist)
+        state.decode_s += st.prefill_s + st.draft_s + st.verify_s
+        if any(t is None for t in state.texts):
+            return None
+        return pages.pop(pid)
+
+    def _write_page(self, docs: list[Document], state: _PageState, counts: Counter) -> None:
+        doc = docs[state.ref.doc_index]
+        status = max(state.statuses, key=STATUS_RANK.__getitem__) if state.statuses else "ok"
+        text = self.loaded.adapter.assemble(state.requests, [t or "" for t in state.texts])
+        w, h = state.image.image.size
+        record = PageRecord(
+            source=str(doc.path), page=state.ref.page, status=status, text=text, width=w,
+            height=h, dpi=round(state.image.dpi, 2), model=self.loaded.model_id,
+            fingerprint=self.fp, tokens=state.tokens, requests=len(state.requests),
+            decode_seconds=round(state.decode_s, 4), verify_steps=state.verify_steps,
+            mean_accepted=round(state.tokens / state.verify_steps, 3) if state.verify_steps else 0.0,
+            accepted_histogram={str(k): v for k, v in sorted(state.hist.items())})
+        self.tree.write_page(doc.rel, record, set(self.s.formats))
+        counts[status] += 1
+        counts["tokens"] += state.tokens
+        counts["verify_steps"] += state.verify_steps
+        self.report.page(state.tokens, state.verify_steps)
+
+    def _write_failed(self, docs, ref: PageRef, img: PageImage, error: str, failures, counts):
+        doc = docs[ref.doc_index]
+        record = PageRecord(source=str(doc.path), page=ref.page, status="failed", error=error,
+                            model=self.loaded.model_id, fingerprint=self.fp)
+        self.tree.write_page(doc.rel, record, set())
+        failures.append({"source": str(doc.path), "page": ref.page, "error": error})
+        self.report.problem(f"{doc.path} page {ref.page}: {error}")
+        counts["failed"] += 1
+        self.report.page(0, 0)
+
+    def _page_written(self, docs, ref: PageRef, remaining: dict[int, int]) -> None:
+        remaining[ref.doc_index] -= 1
+        if remaining[ref.doc_index] == 0:
+            del remaining[ref.doc_index]
+            self._finish_document(docs[ref.doc_index])
+
+    def _finish_document(self, doc: Document) -> None:
+        if doc.error:
+            write_json(self.tree.doc_dir(doc.rel) / "manifest.json",
+                       {"source": str(doc.path), "page_count": 0, "fingerprint": self.fp,
+                        "pages": {}, "error": doc.error})
+            self.report.document(str(doc.path), {}, doc.error)
+            return
+        manifest = self.tree.write_document(doc.rel, str(doc.path), doc.page_count, self.fp)
+        selected = {str(p): manifest["pages"][str(p)] for p in doc.pages}
+        self.report.document(str(doc.path), selected, None)
+
+    def _summary(self, docs, counts, skipped, failures, elapsed, interrupted) -> dict:
+        converted = counts["ok"] + counts["truncated"] + counts["degenerate"]
+        return {
+            "ocrcli_version": __version__,
+            "model": self.loaded.model_id,
+            "fingerprint": self.fp,
+            "documents": len(docs),
+            "documents_failed": sum(1 for d in docs if d.error),
+            "pages": {"converted": converted, "skipped": skipped, "failed": counts["failed"],
+                      "ok": counts["ok"], "truncated": counts["truncated"],
+                      "degenerate": counts["degenerate"]},
+            "failures": failures,
+            "interrupted": interrupted,
+            "seconds": round(elapsed, 3),
+            "pages_per_s": round(converted / elapsed, 4) if elapsed > 0 else 0.0,
+            "tokens_per_s": round(counts["tokens"] / elapsed, 2) if elapsed > 0 else 0.0,
+            "mean_accepted": round(counts["tokens"] / counts["verify_steps"], 3)
+            if counts["verify_steps"] else 0.0,
+        }

@@ -1,0 +1,32 @@
+"""Exit codes and the exceptions that carry them (one enum, as ocrmypdf does)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    ok = 0  # every selected page converted
+    pages_failed = 1  # some pages or documents failed (listed); the rest were converted
+    usage = 2  # bad options, or no input documents
+    model_error = 3  # the model could not be loaded (missing tensor, no network, ...)
+    output_error = 4  # the output folder is not writable, or the disk filled up
+    interrupted = 130  # SIGINT/SIGTERM: finished pages were kept
+
+
+class OcrCliError(Exception):
+    """An error with a one-line message for the user and the exit code it maps to."""
+
+    exit_code = ExitCode.usage
+
+
+class UsageError(OcrCliError):
+    exit_code = ExitCode.usage
+
+
+class ModelLoadError(OcrCliError):
+    exit_code = ExitCode.model_error
+
+
+class OutputError(OcrCliError):
+    exit_code = ExitCode.output_error

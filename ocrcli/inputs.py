@@ -1,0 +1,234 @@
+"""Inputs: find documents, count their pages, select pages and shards -> `PageRef`s.
+
+Folders are searched recursively in a stable sorted order, globs are expanded, duplicates
+are removed, and unknown file types are skipped with a notice. A document that cannot be
+opened (corrupt, encrypted without a password, empty) is kept with its reason, so the run
+records it instead of crashing.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pypdfium2 as pdfium
+from PIL import Image
+
+from ocrcli.errors import UsageError
+
+PDF_SUFFIXES = {".pdf"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
+SUPPORTED = PDF_SUFFIXES | IMAGE_SUFFIXES
+MAX_IMAGE_PIXELS = 200_000_000  # larger declared sizes are refused as decompression bombs
+
+
+@dataclass
+class Document:
+    path: Path
+    rel: str  # output path relative to -o, without extension, '/'-separated
+    kind: str  # pdf | image
+    page_count: int = 0
+    error: str | None = None  # why it cannot be opened at all
+    pages: list[int] = field(default_factory=list)  # selected 1-based pages
+
+
+@dataclass(frozen=True)
+class PageRef:
+    doc_index: int
+    path: Path
+    kind: str
+    page: int  # 1-based
+
+
+def parse_pages(spec: str | None) -> set[int] | None:
+    """'1-3,7' -> {1, 2, 3, 7}; None selects every page."""
+    if not spec:
+        return None
+    pages: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+                if lo < 1 or hi < lo:
+                    raise ValueError
+                pages.update(range(lo, hi + 1))
+            else:
+                n = int(part)
+                if n < 1:
+                    raise ValueError
+                pages.add(n)
+        except ValueError:
+            raise UsageError(f"--pages {spec!r}: expected 1-based pages like 1-3,7") from None
+    return pages
+
+
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    """'K/N' with 1 <= K <= N."""
+    if not spec:
+        return None
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard {spec!r}: expected K/N, e.g. 2/8") from None
+    if not 1 <= k <= n:
+        raise UsageError(f"--shard {spec!r}: K must be between 1 and N")
+    return k, n
+
+
+def in_shard(rel: str, shard: tuple[int, int] | None) -> bool:
+    """A stable hash of the relative path: adding a file never moves the others."""
+    if shard is None:
+        return True
+    k, n = shard
+    digest = int.from_bytes(hashlib.sha1(rel.encode("utf-8")).digest()[:8], "big")
+    return digest % n == k - 1
+
+
+def _walk(folder: Path, notices: list[str]) -> list[Path]:
+    found = []
+    seen_dirs: set[tuple[int, int]] = set()
+    for root, dirs, files in os.walk(folder, followlinks=True, onerror=lambda e: notices.append(
+            f"skipped {e.filename}: {e.strerror}")):
+        st = os.stat(root)
+        if (st.st_dev, st.st_ino) in seen_dirs:  # a symlink loop
+            notices.append(f"skipped {root}: folder visited twice (symlink loop)")
+            dirs[:] = []
+            continue
+        seen_dirs.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        found.extend(Path(root) / f for f in sorted(files))
+    return found
+
+
+def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
+    """Expand files, folders and globs into supported files; return them and notices."""
+    notices: list[str] = []
+    candidates: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            candidates.extend(_walk(p, notices))
+        elif p.exists() or p.is_symlink():
+            candidates.append(p)
+        elif glob.has_magic(item):
+            matches = sorted(glob.glob(item, recursive=True))
+            if not matches:
+                notices.append(f"no match for {item}")
+            for m in matches:
+                mp = Path(m)
+                candidates.extend(_walk(mp, notices) if mp.is_dir() else [mp])
+        else:
+            raise UsageError(f"input not found: {item}")
+    out, seen = [], set()
+    for c in candidates:
+        if c.suffix.lower() not in SUPPORTED:
+            notices.append(f"skipped {c}: not a PDF or a supported image")
+            continue
+        try:
+            key = c.resolve()
+        except (OSError, RuntimeError):
+            key = c.absolute()
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(c)
+    return out, notices
+
+
+def relative_names(paths: list[Path]) -> list[str]:
+    """Output names mirroring the input tree under the inputs' common root, no extension."""
+    absolute = [p.absolute() for p in paths]
+    if not absolute:
+        return []
+    root = Path(os.path.commonpath([str(p.parent) for p in absolute]))
+    names: list[str] = []
+    used: set[str] = set()
+    for p in absolute:
+        rel = p.relative_to(root)
+        parts = [_safe_part(x) for x in rel.with_suffix("").parts]
+        name = "/".join(parts)
+        if name in used:  # a.pdf and a.png side by side
+            name = f"{name}.{p.suffix.lstrip('.').lower()}"
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def _safe_part(part: str) -> str:
+    """A path component that cannot escape the output folder or hide."""
+    cleaned = "".join("_" if (c in '\\\n\r\t\x00' or ord(c) < 32) else c for c in part)
+    if cleaned in ("", ".", ".."):
+        cleaned = cleaned.replace(".", "_") or "_"
+    return cleaned
+
+
+def open_pdf(path: Path, password: str | None) -> pdfium.PdfDocument:
+    """Open a PDF or raise ValueError with a one-line reason."""
+    try:
+        if path.stat().st_size == 0:
+            raise ValueError("empty file (0 bytes)")
+        return pdfium.PdfDocument(str(path), password=password)
+    except pdfium.PdfiumError as exc:
+        msg = str(exc).lower()
+        if "password" in msg:
+            raise ValueError("encrypted PDF: pass the password with --password"
+                             if not password else "encrypted PDF: the password is wrong") from None
+        raise ValueError(f"not a readable PDF ({str(exc).strip().rstrip('.')})") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def open_image(path: Path) -> Image.Image:
+    """Open an image or raise ValueError with a one-line reason (bombs are refused)."""
+    try:
+        if path.stat().st_size == 0:
+            raise ValueError("empty file (0 bytes)")
+        Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+        img = Image.open(path)
+        w, h = img.size
+        if w * h > MAX_IMAGE_PIXELS:
+            raise ValueError(f"image of {w}x{h} pixels is larger than the {MAX_IMAGE_PIXELS:,} "
+                             "pixel limit (decompression bomb?)")
+        return img
+    except Image.DecompressionBombError:
+        raise ValueError(f"image larger than the {MAX_IMAGE_PIXELS:,} pixel limit "
+                         "(decompression bomb?)") from None
+    except OSError as exc:
+        raise ValueError(f"not a readable image ({exc})") from None
+
+
+def count_pages(path: Path, kind: str, password: str | None) -> int:
+    if kind == "pdf":
+        doc = open_pdf(path, password)
+        try:
+            return len(doc)
+        finally:
+            doc.close()
+    img = open_image(path)
+    return getattr(img, "n_frames", 1)
+
+
+def collect(inputs: list[str], pages: set[int] | None = None, shard: tuple[int, int] | None = None,
+            password: str | None = None) -> tuple[list[Document], list[str]]:
+    """Documents of the run with their selected pages, and notices for the user."""
+    paths, notices = find_documents(inputs)
+    docs = []
+    for path, rel in zip(paths, relative_names(paths)):
+        if not in_shard(rel, shard):
+            continue
+        kind = "pdf" if path.suffix.lower() in PDF_SUFFIXES else "image"
+        doc = Document(path, rel, kind)
+        try:
+            doc.page_count = count_pages(path, kind, password)
+            if doc.page_count == 0:
+                doc.error = "the document has no pages"
+        except ValueError as exc:
+            doc.error = str(exc)
+        doc.pages = [p for p in range(1, doc.page_count + 1) if pages is None or p in pages]
+        docs.append(doc)
+    return docs, notices

@@ -1,0 +1,104 @@
+"""The protocol the engine drives, and the page <-> request adapter.
+
+The engine knows nothing of any one model. A model turns a page into one or more
+`DecodeRequest`s (one per page for a full-page model, one per text line for the built-in
+line reader), decodes them through `DecoderModel`, and assembles the page's Markdown from
+the decoded texts with `PageAdapter.assemble`.
+
+Shapes: B batch rows, T new positions per row, d model dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from PIL import Image
+
+
+@dataclass
+class DecodeRequest:
+    """One sequence to decode: a prompt and the model-specific visual input it reads."""
+
+    key: Any  # opaque to the engine: (page key, region index) for the converter
+    prompt_ids: list[int]
+    visual: Any  # what the model's prefill encodes (a pixel tensor for the models we ship)
+    max_new_tokens: int
+    meta: Any = None  # the adapter's own bookkeeping (e.g. the line's place on the page)
+
+
+@dataclass
+class GuardConfig:
+    """Repetition guard: a windowed no-repeat n-gram ban, plus loop detection."""
+
+    ngram: int = 0  # 0 disables the ban
+    window: int = 0  # how many recent tokens the ban looks at (0: all)
+    whitelist: frozenset[int] = frozenset()  # token ids a banned n-gram may end with
+    loop_period_max: int = 0  # 0 disables loop detection
+    loop_repeats: int = 0  # a period repeated this many times ends the request as degenerate
+
+
+@runtime_checkable
+class DecoderModel(Protocol):
+    """What the engine calls. Slots index the model's own static caches."""
+
+    eos_id: int
+    vocab_size: int
+    max_draft_depth: int  # 0 when the model has no draft head
+
+    def setup_cache(self, slots: int, max_len: int) -> None:
+        """Allocate static caches for `slots` sequences of up to `max_len` positions."""
+
+    def prefill(
+        self, slots: torch.Tensor, requests: list[DecodeRequest]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encode and fill the caches of `slots` [B] with the requests' prompts.
+
+        Returns hidden [B,d] and logits [B,V] at each last prompt position (hidden after the
+        final norm) and lengths [B], the number of cache positions each prompt filled.
+        """
+
+    def forward(
+        self, slots: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """tokens, positions [B,T] -> hidden [B,T,d], logits [B,T,V]; writes the KV cache."""
+
+    def draft(
+        self, slots: torch.Tensor, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One MTP step: hidden [B,d] from position p-1, tokens and positions [B] at p ->
+        logits [B,V] for position p+1 and the head's hidden [B,d]."""
+
+    def draft_commit(
+        self, slots: torch.Tensor, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> None:
+        """Refill the head's own cache over verified positions: tokens, positions [B,T] paired
+        with the main model's hidden [B,T,d] from each position minus one. A head without a
+        cache of its own does nothing."""
+
+
+class Tokenizer(Protocol):
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class PageAdapter(Protocol):
+    """Turns a page image into requests, and decoded texts back into the page's Markdown."""
+
+    def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
+        """Requests for one page; their keys are set by the caller."""
+
+    def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str: ...
+
+
+@dataclass
+class LoadedModel:
+    """Everything the converter needs from a model, as the registry returns it."""
+
+    model_id: str
+    weights_hash: str  # part of the resume fingerprint
+    model: DecoderModel
+    tokenizer: Tokenizer
+    adapter: PageAdapter
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    prompt: str = ""  # the instruction, where the model takes one

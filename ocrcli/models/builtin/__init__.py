@@ -1,0 +1,90 @@
+"""The built-in model: a small line reader trained by `scripts/train_builtin.py`, shipped in
+this folder as `model.safetensors`, `config.json` and `tokenizer.json`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from safetensors.torch import load_file
+
+from ocrcli.errors import ModelLoadError
+from ocrcli.models.base import DecodeRequest, GuardConfig, LoadedModel
+from ocrcli.models.builtin.layout import LineBox, assemble_markdown, line_tensor_array, segment_lines
+from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
+from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
+
+BUILTIN_DIR = Path(__file__).resolve().parent
+MAX_LINE_TOKENS = 160  # the longest line the reader was trained on is 120 characters
+
+
+@dataclass
+class LinePlace:
+    index: int  # position of this line among the page's boxes
+    boxes: list[LineBox]  # every box of the page, rules included
+
+
+class LinePageAdapter:
+    """One request per text line; the page's Markdown is assembled from the line texts."""
+
+    def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
+        gray = image.convert("L")
+        boxes = segment_lines(gray)
+        cap = min(max_new_tokens, MAX_LINE_TOKENS)
+        return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, box), cap,
+                              meta=LinePlace(i, boxes))
+                for i, box in enumerate(boxes) if not box.rule]
+
+    def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str:
+        if not requests:
+            return ""
+        boxes = requests[0].meta.boxes
+        by_index = {r.meta.index: t for r, t in zip(requests, texts)}
+        return assemble_markdown(boxes, [by_index.get(i, "") for i in range(len(boxes))])
+
+
+def weights_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def is_builtin_folder(folder: Path) -> bool:
+    try:
+        return json.loads((folder / "config.json").read_text()).get("architecture") == "ocrcli-builtin"
+    except (OSError, ValueError):
+        return False
+
+
+def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype = torch.float32,
+         model_id: str = "builtin") -> LoadedModel:
+    weights = folder / "model.safetensors"
+    for need in (folder / "config.json", folder / "tokenizer.json", weights):
+        if not need.exists():
+            raise ModelLoadError(f"model folder {folder} has no {need.name}")
+    cfg = BuiltinConfig.from_dict(json.loads((folder / "config.json").read_text()))
+    model = BuiltinOCR(cfg)
+    state = load_file(str(weights))
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:  # a shape mismatch
+        detail = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc))
+        raise ModelLoadError(f"{weights}: {detail}") from None
+    if missing or unexpected:
+        problem = f"missing tensor {missing[0]}" if missing else f"unexpected tensor {unexpected[0]}"
+        raise ModelLoadError(f"{weights}: {problem}")
+    model = model.to(device=device, dtype=dtype).eval()
+    return LoadedModel(
+        model_id=model_id,
+        weights_hash=weights_hash(weights),
+        model=model,
+        tokenizer=CharTokenizer.load(folder / "tokenizer.json"),
+        adapter=LinePageAdapter(),
+        guard=GuardConfig(ngram=0, loop_period_max=8, loop_repeats=12),
+    )

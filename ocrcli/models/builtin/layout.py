@@ -1,0 +1,180 @@
+"""The built-in model's layout step: a page becomes text lines, and lines become Markdown.
+
+Lines are found classically, by the horizontal projection of ink, and cut at the middle of
+the gaps between them: the recogniser is trained on crops made by this same function, so it
+always sees the geometry it learned. Block structure (headings by line height, code by its
+shaded background, list items by their markers, tables by their bars and header rule,
+paragraphs by larger gaps) is read from the geometry, not guessed by the recogniser.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+LINE_HEIGHT = 32  # the recogniser's input height in pixels
+MAX_LINE_WIDTH = 1600  # wider crops are squeezed: 200 visual tokens at most
+
+
+@dataclass
+class LineBox:
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+    ink_top: int  # first and last rows with ink, for the height of the text itself
+    ink_bottom: int
+    shaded: bool  # background darker than the page: a code block
+    rule: bool  # a thin horizontal rule, not text
+
+    @property
+    def ink_height(self) -> int:
+        return self.ink_bottom - self.ink_top + 1
+
+
+def _background(gray: np.ndarray) -> float:
+    return float(np.percentile(gray, 75))
+
+
+def ink_mask(gray: np.ndarray) -> np.ndarray:
+    """Dark pixels relative to the page's own paper level."""
+    bg = _background(gray)
+    return gray < bg - max(40.0, 0.3 * bg)
+
+
+def segment_lines(image: Image.Image) -> list[LineBox]:
+    """Text lines of a page, top to bottom, cut at the middle of inter-line gaps."""
+    gray = np.asarray(image.convert("L"), dtype=np.float32)
+    h, w = gray.shape
+    ink = ink_mask(gray)
+    # A row counts when it holds a little ink; isolated specks of noise do not make lines.
+    rows = ink.sum(axis=1) >= max(2, w // 800)
+    bands: list[list[int]] = []
+    y = 0
+    while y < h:
+        if rows[y]:
+            start = y
+            while y < h and rows[y]:
+                y += 1
+            bands.append([start, y - 1])
+        y += 1
+    # Merge bands split by a one-pixel gap (dotted letters, accents over capitals).
+    merged: list[list[int]] = []
+    for b in bands:
+        if merged and b[0] - merged[-1][1] <= 2 and (b[1] - b[0] < 4 or merged[-1][1] - merged[-1][0] < 4):
+            if not _is_rule(ink, merged[-1]) and not _is_rule(ink, b):
+                merged[-1][1] = b[1]
+                continue
+        merged.append(b)
+    bands = [b for b in merged if b[1] - b[0] >= 2 or _is_rule(ink, b)]
+    page_bg = _background(gray)
+    boxes = []
+    for i, (top, bottom) in enumerate(bands):
+        cut_top = 0 if i == 0 else (bands[i - 1][1] + top + 1) // 2
+        cut_bottom = h - 1 if i == len(bands) - 1 else (bottom + bands[i + 1][0]) // 2
+        height = bottom - top + 1
+        cut_top = max(cut_top, top - height // 2)
+        cut_bottom = min(cut_bottom, bottom + height // 2)
+        cols = np.nonzero(ink[top : bottom + 1].any(axis=0))[0]
+        if cols.size == 0:
+            continue
+        pad = max(2, height // 4)
+        x0, x1 = max(0, int(cols[0]) - pad), min(w - 1, int(cols[-1]) + pad)
+        region = gray[cut_top : cut_bottom + 1, x0 : x1 + 1]
+        paper = region[~ink[cut_top : cut_bottom + 1, x0 : x1 + 1]]
+        shaded = paper.size > 0 and float(np.median(paper)) < page_bg - 8
+        boxes.append(LineBox(x0, cut_top, x1, cut_bottom, top, bottom, shaded,
+                             _is_rule(ink, [top, bottom])))
+    return boxes
+
+
+def _is_rule(ink: np.ndarray, band: list[int]) -> bool:
+    top, bottom = band
+    if bottom - top > 3:
+        return False
+    rows = ink[top : bottom + 1]
+    return bool(rows.any(axis=0).mean() > 0.15 and rows.sum(axis=1).max() > 0.5 * rows.any(axis=0).sum())
+
+
+def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:
+    """A crop normalised for the recogniser: float32 [32, W], ink = 1, paper = 0, W % 8 == 0."""
+    crop = np.asarray(image.convert("L").crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)),
+                      dtype=np.float32)
+    paper = np.percentile(crop, 80)
+    ink = np.percentile(crop, 1)
+    arr = np.clip((paper - crop) / max(paper - ink, 24.0), 0.0, 1.0)
+    h, w = arr.shape
+    new_w = int(round(w * LINE_HEIGHT / h))
+    new_w = max(8, min(MAX_LINE_WIDTH, (new_w + 7) // 8 * 8))
+    resized = Image.fromarray((arr * 255).astype(np.uint8)).resize((new_w, LINE_HEIGHT),
+                                                                   Image.BILINEAR)
+    return np.asarray(resized, dtype=np.float32) / 255.0
+
+
+_NUMBERED = re.compile(r"^(\d{1,3})[.)]\s+")
+_BULLET = re.compile("^[\u2022\u25cf\u25aa\u2013*\\-]\\s+")
+
+
+def assemble_markdown(boxes: list[LineBox], texts: list[str]) -> str:
+    """Markdown of a page from its line boxes and the texts read from them (rules read '')."""
+    text_heights = [b.ink_height for b, t in zip(boxes, texts) if not b.rule and not b.shaded and t]
+    body = float(np.median(text_heights)) if text_heights else 1.0
+    left = min((b.x0 for b, t in zip(boxes, texts) if t and not b.rule), default=0)
+    gaps = [boxes[i + 1].ink_top - boxes[i].ink_bottom for i in range(len(boxes) - 1)]
+    gap = float(np.median(gaps)) if gaps else 0.0
+    blocks: list[list[str]] = []
+    kinds: list[str] = []
+
+    def start(kind: str) -> None:
+        blocks.append([])
+        kinds.append(kind)
+
+    prev: LineBox | None = None
+    for box, text in zip(boxes, texts):
+        text = text.strip()
+        if box.rule:  # a table's header rule; the separator row is written with the header
+            prev = box
+            continue
+        if not text:
+            continue
+        big_gap = prev is not None and box.ink_top - prev.ink_bottom > gap * 1.6 + 2
+        ratio = box.ink_height / body
+        if box.shaded:
+            if not kinds or kinds[-1] != "code" or big_gap:
+                start("code")
+            blocks[-1].append(text)
+        elif text.startswith("|") and text.endswith("|") and text.count("|") >= 2:
+            if not kinds or kinds[-1] != "table" or big_gap:
+                start("table")
+                blocks[-1].append(text)
+                blocks[-1].append("|" + " --- |" * max(1, text.count("|") - 1))
+            else:
+                blocks[-1].append(text)
+        elif ratio > 1.22 and len(text) < 120:
+            level = 1 if ratio > 1.75 else 2 if ratio > 1.45 else 3
+            start("heading")
+            blocks[-1].append("#" * level + " " + text)
+        elif _BULLET.match(text) or _NUMBERED.match(text):
+            if not kinds or kinds[-1] != "list" or big_gap:
+                start("list")
+            m = _NUMBERED.match(text)
+            blocks[-1].append(f"{m.group(1)}. {text[m.end():]}" if m else "- " + _BULLET.sub("", text))
+        elif kinds and kinds[-1] == "list" and not big_gap and box.x0 > left + body * 0.5:
+            blocks[-1][-1] += " " + text  # continuation of a wrapped list item
+        else:
+            if not kinds or kinds[-1] != "text" or big_gap:
+                start("text")
+            blocks[-1].append(text)
+        prev = box
+    out = []
+    for kind, lines in zip(kinds, blocks):
+        if kind == "code":
+            out.append("```\n" + "\n".join(lines) + "\n```")
+        elif kind == "text":
+            out.append(" ".join(lines))
+        else:
+            out.append("\n".join(lines))
+    return "\n\n".join(out)

@@ -1,0 +1,272 @@
+"""The built-in line reader: a conv stem and encoder over one text line, a decoder that
+cross-attends to it, and a recursive FastMTP draft head. Plain PyTorch, one file.
+
+Why this shape: a 2-core CPU trains it to ~1% line CER in under an hour (see
+`shared/docs/builtin-model-notes.md`); the decoder reuses the shared `Attention`, `KVCache`,
+`RMSNorm` and `SwiGLU` classes that DeepSeek-OCR's decoder is built from, so the engine's
+cache, verify and rollback paths run through the same modules in every CI run.
+
+Shapes: B rows, W line width in pixels (a multiple of 8), N = W/8 visual tokens,
+T text positions, d model dim, V vocabulary, H heads, D head dim.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from ocrcli.models.base import DecodeRequest
+from ocrcli.models.layers import (
+    Attention,
+    CrossAttention,
+    KVCache,
+    RMSNorm,
+    SwiGLU,
+    sinusoid_table,
+)
+
+
+@dataclass
+class BuiltinConfig:
+    vocab_size: int = 215
+    dim: int = 192
+    heads: int = 4
+    encoder_layers: int = 2
+    decoder_layers: int = 2
+    mlp_hidden: int = 512
+    max_visual: int = 200  # MAX_LINE_WIDTH / 8
+    max_text: int = 256
+    mtp_depth: int = 6  # the head is trained for this many recursive steps
+    bos_id: int = 1
+    eos_id: int = 2
+    pad_id: int = 0
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BuiltinConfig:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def to_dict(self) -> dict:
+        return {"architecture": "ocrcli-builtin", **asdict(self)}
+
+
+class ConvStem(nn.Module):
+    """[B,1,32,W] -> [B,N,d]: four conv+BN+ReLU, strides 2/2/2/1, rows folded into channels."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        chans, strides, layers, cin = (32, 64, 128, 128), (2, 2, 2, 1), [], 1
+        for c, s in zip(chans, strides):
+            layers += [nn.Conv2d(cin, c, 3, s, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
+            cin = c
+        self.convs = nn.Sequential(*layers)
+        self.proj = nn.Linear(128 * 4, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.convs(x)  # [B,128,4,N]
+        b, c, h, n = f.shape
+        return self.proj(f.permute(0, 3, 1, 2).reshape(b, n, c * h))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: BuiltinConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.dim)
+        self.attn = Attention(cfg.dim, cfg.heads)
+        self.mlp_norm = RMSNorm(cfg.dim)
+        self.mlp = SwiGLU(cfg.dim, cfg.mlp_hidden)
+
+    def forward(self, x, positions, mask):
+        x = x + self.attn(self.attn_norm(x), positions, mask=mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention (cached at decode time), cross-attention to the line, SwiGLU."""
+
+    def __init__(self, cfg: BuiltinConfig):
+        super().__init__()
+        self.self_norm = RMSNorm(cfg.dim)
+        self.self_attn = Attention(cfg.dim, cfg.heads)
+        self.cross_norm = RMSNorm(cfg.dim)
+        self.cross_attn = CrossAttention(cfg.dim, cfg.heads)
+        self.mlp_norm = RMSNorm(cfg.dim)
+        self.mlp = SwiGLU(cfg.dim, cfg.mlp_hidden)
+
+    def forward(self, x, positions, mem_k, mem_v, mem_mask, mask=None, cache=None, slots=None):
+        x = x + self.self_attn(self.self_norm(x), positions, mask=mask, cache=cache, slots=slots)
+        x = x + self.cross_attn(self.cross_norm(x), mem_k, mem_v, mem_mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class MTPHead(nn.Module):
+    """FastMTP draft block, shared across recursive steps.
+
+    g = eh_proj([enorm(emb(t_p)); hnorm(h_{p-1})]); one cross-attention block over the line;
+    logits = lm_head(norm(g)). It has no self-attention over text, so it needs no KV cache.
+    """
+
+    def __init__(self, cfg: BuiltinConfig):
+        super().__init__()
+        self.enorm = RMSNorm(cfg.dim)
+        self.hnorm = RMSNorm(cfg.dim)
+        self.eh_proj = nn.Linear(2 * cfg.dim, cfg.dim, bias=False)
+        self.block = DecoderLayerNoSelf(cfg)
+        self.norm = RMSNorm(cfg.dim)
+
+    def forward(self, emb, hidden, mem_k, mem_v, mem_mask):
+        g = self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(hidden)], dim=-1))
+        g = self.block(g, mem_k, mem_v, mem_mask)
+        return g, self.norm(g)
+
+
+class DecoderLayerNoSelf(nn.Module):
+    def __init__(self, cfg: BuiltinConfig):
+        super().__init__()
+        self.cross_norm = RMSNorm(cfg.dim)
+        self.cross_attn = CrossAttention(cfg.dim, cfg.heads)
+        self.mlp_norm = RMSNorm(cfg.dim)
+        self.mlp = SwiGLU(cfg.dim, cfg.mlp_hidden)
+
+    def forward(self, x, mem_k, mem_v, mem_mask):
+        x = x + self.cross_attn(self.cross_norm(x), mem_k, mem_v, mem_mask)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class BuiltinOCR(nn.Module):
+    """The model, its training forward, and the engine protocol (`DecoderModel`)."""
+
+    def __init__(self, cfg: BuiltinConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.stem = ConvStem(cfg.dim)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.encoder_norm = RMSNorm(cfg.dim)
+        self.ctc_head = nn.Linear(cfg.dim, cfg.vocab_size)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        nn.init.normal_(self.embed.weight, std=1.0)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.norm = RMSNorm(cfg.dim)
+        self.mtp = MTPHead(cfg)
+        size = max(cfg.max_visual, cfg.max_text) + 16
+        self.register_buffer("pos_table", sinusoid_table(size, cfg.dim), persistent=False)
+        self.emb_scale = math.sqrt(cfg.dim) * 0.1
+        self.caches: list[KVCache] = []
+        self.eos_id = cfg.eos_id
+        self.vocab_size = cfg.vocab_size
+        self.max_draft_depth = cfg.mtp_depth
+
+    # -- shared pieces -------------------------------------------------------------------
+    def encode(self, images: torch.Tensor, widths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """images [B,1,32,W], widths [B] -> memory [B,N,d], valid [B,N] (True = real token)."""
+        x = self.stem(images)
+        n = x.shape[1]
+        valid = torch.arange(n, device=x.device)[None, :] < (widths[:, None] // 8)
+        x = x + self.pos_table[:n].to(x.dtype)
+        positions = torch.arange(n, device=x.device)[None].expand(x.shape[0], n)
+        mask = valid[:, None, None, :]
+        for layer in self.encoder:
+            x = layer(x, positions, mask)
+        return self.encoder_norm(x), valid
+
+    def embed_tokens(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return self.embed(tokens) * self.emb_scale + self.pos_table[positions].to(self.embed.weight.dtype)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden @ self.embed.weight.t()
+
+    # -- training ------------------------------------------------------------------------
+    def forward_train(self, images, widths, tokens):
+        """Teacher-forced pass. tokens [B,T] -> logits [B,T,V], hidden [B,T,d] (after the
+        final norm), memory [B,N,d], valid [B,N], ctc_logits [B,N,V]."""
+        memory, valid = self.encode(images, widths)
+        b, t = tokens.shape
+        positions = torch.arange(t, device=tokens.device)[None].expand(b, t)
+        x = self.embed_tokens(tokens, positions)
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()[None, None]
+        mem_mask = valid[:, None, None, :]
+        for layer in self.layers:
+            k, v = layer.cross_attn.memory_kv(memory)
+            x = layer(x, positions, k, v, mem_mask, mask=causal)
+        hidden = self.norm(x)
+        return self.logits(hidden), hidden, memory, valid, self.ctc_head(memory)
+
+    def mtp_train(self, hidden, tokens, memory, valid, depth: int) -> list[torch.Tensor]:
+        """Teacher-forced recursive drafting. Step k at position i reads tokens[i+k] and the
+        previous step's hidden, and predicts the main model's token for position i+k+1.
+        Returns per-step logits [B,T,V]; rows past the sequence end read padding."""
+        b, t = tokens.shape
+        k_mem, v_mem = self.mtp.block.cross_attn.memory_kv(memory)
+        mem_mask = valid[:, None, None, :]
+        out, g = [], hidden
+        for k in range(1, depth + 1):
+            shifted = torch.full_like(tokens, self.cfg.pad_id)
+            shifted[:, : t - k] = tokens[:, k:]
+            positions = (torch.arange(t, device=tokens.device) + k).clamp(max=self.pos_table.shape[0] - 1)
+            emb = self.embed_tokens(shifted, positions[None].expand(b, t))
+            g, normed = self.mtp(emb, g, k_mem, v_mem, mem_mask)
+            out.append(self.logits(normed))
+        return out
+
+    # -- the engine protocol -------------------------------------------------------------
+    def setup_cache(self, slots: int, max_len: int) -> None:
+        p = self.embed.weight
+        c = self.cfg
+        head_dim = c.dim // c.heads
+        self.caches = [KVCache(slots, c.heads, max_len, head_dim, p.dtype, p.device)
+                       for _ in self.layers]
+        n_mem = len(self.layers) + 1  # every decoder layer, and the head
+        shape = (n_mem, slots, c.heads, c.max_visual, head_dim)
+        self.mem_k = torch.zeros(shape, dtype=p.dtype, device=p.device)
+        self.mem_v = torch.zeros(shape, dtype=p.dtype, device=p.device)
+        self.mem_valid = torch.zeros(slots, c.max_visual, dtype=torch.bool, device=p.device)
+
+    def _mem(self, index: int, slots: torch.Tensor):
+        return self.mem_k[index, slots], self.mem_v[index, slots], self.mem_valid[slots][:, None, None, :]
+
+    @torch.no_grad()
+    def prefill(self, slots: torch.Tensor, requests: list[DecodeRequest]):
+        p = self.embed.weight
+        widths = [r.visual.shape[-1] for r in requests]
+        images = torch.zeros(len(requests), 1, 32, max(widths), dtype=p.dtype, device=p.device)
+        for i, r in enumerate(requests):
+            images[i, 0, :, : widths[i]] = torch.as_tensor(r.visual, dtype=p.dtype)
+        memory, valid = self.encode(images, torch.tensor(widths, device=p.device))
+        n = memory.shape[1]
+        modules = [layer.cross_attn for layer in self.layers] + [self.mtp.block.cross_attn]
+        for i, attn in enumerate(modules):
+            k, v = attn.memory_kv(memory)
+            self.mem_k[i, slots, :, :n] = k
+            self.mem_v[i, slots, :, :n] = v
+        self.mem_valid[slots] = False
+        self.mem_valid[slots, :n] = valid
+        length = len(requests[0].prompt_ids)
+        if any(len(r.prompt_ids) != length for r in requests):
+            raise ValueError("one prefill call takes prompts of one length")
+        tokens = torch.tensor([r.prompt_ids for r in requests], device=p.device)
+        positions = torch.arange(length, device=p.device)[None].expand_as(tokens)
+        hidden, logits = self.forward(slots, tokens, positions)
+        lengths = torch.full((len(requests),), length, device=p.device)
+        return hidden[:, -1], logits[:, -1], lengths
+
+    @torch.no_grad()
+    def forward(self, slots, tokens, positions):
+        x = self.embed_tokens(tokens, positions)
+        for i, layer in enumerate(self.layers):
+            k, v, mask = self._mem(i, slots)
+            x = layer(x, positions, k, v, mask, cache=self.caches[i], slots=slots)
+        hidden = self.norm(x)
+        return hidden, self.logits(hidden)
+
+    @torch.no_grad()
+    def draft(self, slots, hidden, tokens, positions):
+        k, v, mask = self._mem(len(self.layers), slots)
+        positions = positions.clamp(max=self.pos_table.shape[0] - 1)
+        emb = self.embed_tokens(tokens[:, None], positions[:, None])
+        g, normed = self.mtp(emb, hidden[:, None], k, v, mask)
+        return self.logits(normed)[:, 0], g[:, 0]
+
+    def draft_commit(self, slots, hidden, tokens, positions) -> None:
+        """The head reads only the line, never earlier text: nothing to refill."""

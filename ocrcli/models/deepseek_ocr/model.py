@@ -1,0 +1,102 @@
+"""The module tree of DeepseekOCRForCausalLM, named as the checkpoint names its tensors.
+
+    model.sam_model.*        SAM-ViT-B, neck, net_2, net_3
+    model.vision_model.*     CLIP-L fed SAM features
+    model.projector.layers   Linear 2C -> d
+    model.image_newline, model.view_seperator (sic)
+    model.embed_tokens, model.layers.N.*, model.norm
+    lm_head                  untied
+    mtp_module.heads.0.*     Jina-OCR-v1 only
+
+Pure functions of their inputs and of the caches passed in; the static caches and the
+protocol the engine drives live in `runtime.py`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..layers import KVCache, RMSNorm
+from .config import DeepseekOcrConfig
+from .decoder import DecoderLayer, MtpModule
+from .vision import (
+    ClipVisionModel,
+    MlpProjector,
+    SamEncoder,
+    deep_encoder_features,
+    layout_visual_tokens,
+)
+
+
+class DeepseekOcrModel(nn.Module):
+    def __init__(self, cfg: DeepseekOcrConfig):
+        super().__init__()
+        d = cfg.decoder
+        self.sam_model = SamEncoder(cfg.sam)
+        self.vision_model = ClipVisionModel(cfg.clip)
+        self.projector = MlpProjector(cfg.projector_input_dim, d.hidden_size)
+        self.image_newline = nn.Parameter(torch.empty(d.hidden_size))
+        self.view_seperator = nn.Parameter(torch.empty(d.hidden_size))  # (sic)
+        nn.init.normal_(self.image_newline, std=0.02)
+        nn.init.normal_(self.view_seperator, std=0.02)
+        self.embed_tokens = nn.Embedding(d.vocab_size, d.hidden_size)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d, dense=i < d.first_k_dense_replace) for i in range(d.layers)
+        )
+        self.norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
+
+    def encode_views(self, pixels: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        """Square views [N,3,S,S] -> projected visual tokens [N,L,d] and their (h,w) grid."""
+        fused, grid = deep_encoder_features(self.sam_model, self.vision_model, pixels)
+        return self.projector(fused), grid
+
+    def layout(
+        self,
+        global_tokens: torch.Tensor,  # [L,d]
+        global_grid: tuple[int, int],
+        tile_tokens: torch.Tensor | None,  # [n,l,d]
+        tile_grid: tuple[int, int],
+        tiles_across_down: tuple[int, int],
+    ) -> torch.Tensor:
+        return layout_visual_tokens(
+            global_tokens, global_grid, self.image_newline, self.view_seperator,
+            tile_tokens, tile_grid, tiles_across_down,
+        )
+
+    def run_layers(
+        self,
+        x: torch.Tensor,  # [B,T,d] input embeddings
+        positions: torch.Tensor,  # [B,T]
+        caches: list[KVCache] | None = None,
+        slots: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,  # [B,1,T,T] when running without caches
+    ) -> torch.Tensor:
+        """-> hidden [B,T,d] before the final norm."""
+        for i, layer in enumerate(self.layers):
+            cache = caches[i] if caches is not None else None
+            x = layer(x, positions, cache=cache, slots=slots, mask=mask)
+        return x
+
+
+class DeepseekOcrForCausalLM(nn.Module):
+    def __init__(self, cfg: DeepseekOcrConfig):
+        super().__init__()
+        self.config = cfg
+        self.model = DeepseekOcrModel(cfg)
+        self.lm_head = nn.Linear(cfg.decoder.hidden_size, cfg.decoder.vocab_size, bias=False)
+        self.mtp_module = MtpModule(cfg.decoder, cfg.mtp) if cfg.mtp is not None else None
+
+    def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
+        # Matmul in the weights' dtype, logits returned in float32 (as the reference does).
+        return self.lm_head(normed_hidden).float()
+
+    def embed_for_draft(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Token embeddings for the MTP head [B,T,d], zeroed at position 0 if configured."""
+        embeds = self.model.embed_tokens(tokens)
+        return self.zero_position0(embeds, positions)
+
+    def zero_position0(self, embeds: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if self.config.mtp is not None and self.config.mtp.zero_embed_at_position0:
+            embeds = embeds.masked_fill((positions == 0)[..., None], 0.0)
+        return embeds

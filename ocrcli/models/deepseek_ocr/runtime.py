@@ -1,0 +1,212 @@
+"""DeepSeek-OCR / Jina-OCR-v1 behind the engine's `DecoderModel` protocol.
+
+Owns the static caches: one KVCache per decoder layer, plus the MTP head's own one-layer
+cache over text positions (Jina). Cache rows are slots; the engine keeps each slot's length,
+and rollback is by length alone (stale entries are masked by position and overwritten).
+
+Draft invariant (fact sheet §9.2): the head's cache entry at position p comes from the token
+at p and the *target* hidden at p-1. prefill primes it over the prompt; draft() writes
+provisional entries from the head's own hidden; draft_commit() rewrites the verified ones.
+
+Shapes: B rows, T positions, d model dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from ..base import DecodeRequest
+from ..layers import KVCache
+from .model import DeepseekOcrForCausalLM
+from .preprocess import PageVisual
+
+
+class DeepseekOcrDecoder:
+    """Implements ocrcli.models.base.DecoderModel."""
+
+    def __init__(self, net: DeepseekOcrForCausalLM, vision_batch: int = 8):
+        self.net = net.eval()
+        self.config = net.config
+        self.eos_id = self.config.eos_id
+        self.vocab_size = self.config.decoder.vocab_size
+        has_head = net.mtp_module is not None
+        self.max_draft_depth = self.config.mtp.speculative_steps if has_head else 0
+        self.vision_batch = vision_batch  # views per vision pass; SAM's global bias is ~HW^2
+        self.caches: list[KVCache] = []
+        self.draft_cache: KVCache | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.net.lm_head.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.net.lm_head.weight.dtype
+
+    @property
+    def max_len(self) -> int:
+        return self.caches[0].max_len if self.caches else 0
+
+    def setup_cache(self, slots: int, max_len: int) -> None:
+        d = self.config.decoder
+        if max_len > d.max_position_embeddings:
+            raise ValueError(
+                f"max_len {max_len} > max_position_embeddings {d.max_position_embeddings}"
+            )
+
+        def make() -> KVCache:
+            return KVCache(slots, d.heads, max_len, d.head_dim, self.dtype, self.device)
+
+        self.caches = [make() for _ in range(d.layers)]
+        self.draft_cache = make() if self.net.mtp_module is not None else None
+
+    # ------------------------------------------------------------------------------ vision
+
+    @torch.inference_mode()
+    def encode(self, visuals: list[PageVisual]) -> list[torch.Tensor]:
+        """Each page's visual tokens [N_i,d], in <image>-slot order. Views of equal size are
+        batched together across pages (all global views, all tiles)."""
+        model = self.net.model
+        views: dict[int, list[tuple[int, str, torch.Tensor]]] = defaultdict(list)
+        for i, v in enumerate(visuals):
+            views[v.global_view.shape[-1]].append((i, "global", v.global_view[None]))
+            if v.tiles is not None:
+                views[v.tiles.shape[-1]].append((i, "tiles", v.tiles))
+        encoded: dict[tuple[int, str], tuple[torch.Tensor, tuple[int, int]]] = {}
+        for group in views.values():
+            pixels = torch.cat([t for _, _, t in group]).to(self.device, self.dtype)
+            outputs, grid = [], (0, 0)
+            for chunk in pixels.split(self.vision_batch):
+                tokens, grid = model.encode_views(chunk)  # [n,L,d]
+                outputs.append(tokens)
+            tokens = torch.cat(outputs)
+            start = 0
+            for owner, kind, t in group:
+                encoded[(owner, kind)] = tokens[start : start + t.shape[0]], grid
+                start += t.shape[0]
+        result = []
+        for i, v in enumerate(visuals):
+            global_tokens, global_grid = encoded[(i, "global")]
+            tile_tokens, tile_grid = encoded.get((i, "tiles"), (None, (1, 1)))
+            result.append(
+                model.layout(
+                    global_tokens[0], global_grid, tile_tokens, tile_grid, v.tiles_across_down
+                )
+            )
+        return result
+
+    # ----------------------------------------------------------------------------- decoder
+
+    def _tap(self, pre_norm: torch.Tensor, post_norm: torch.Tensor) -> torch.Tensor:
+        """The hidden state handed to the engine, i.e. what the draft head reads."""
+        mtp = self.config.mtp
+        return pre_norm if mtp is not None and mtp.target_tap == "pre_norm" else post_norm
+
+    def _on_device(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(t.to(self.device) for t in tensors)  # no-op when already there
+
+    def _check_positions(self, positions: torch.Tensor) -> None:
+        if not self.caches:
+            raise RuntimeError("setup_cache() must be called first")
+        if int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} is past the cache ({self.max_len})")
+
+    @torch.inference_mode()
+    def prompt_embeddings(
+        self, requests: list[DecodeRequest]
+    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """Right-padded prompt embeddings [B,T,d] with each page's visual tokens at its <image>
+        slots, the padded ids [B,T], and the prompt lengths."""
+        cfg = self.config
+        lengths = [len(r.prompt_ids) for r in requests]
+        ids = torch.full((len(requests), max(lengths)), cfg.pad_id, dtype=torch.long)
+        for b, r in enumerate(requests):
+            ids[b, : lengths[b]] = torch.tensor(r.prompt_ids, dtype=torch.long)
+        ids = ids.to(self.device)
+        embeds = self.net.model.embed_tokens(ids)
+        visual_tokens = self.encode([r.visual for r in requests])
+        for b, tokens in enumerate(visual_tokens):
+            slots = (ids[b] == cfg.image_token_id).nonzero().squeeze(1)
+            if slots.numel() != tokens.shape[0]:
+                raise ValueError(
+                    f"request {b}: {slots.numel()} <image> slots in the prompt, but the page "
+                    f"gives {tokens.shape[0]} visual tokens"
+                )
+            embeds[b, slots] = tokens.to(embeds.dtype)
+        return embeds, ids, lengths
+
+    @torch.inference_mode()
+    def prefill(
+        self, slots: torch.Tensor, requests: list[DecodeRequest]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        slots = slots.to(self.device)
+        embeds, _, lengths = self.prompt_embeddings(requests)
+        b, t, _ = embeds.shape
+        positions = torch.arange(t, device=self.device).expand(b, t)
+        self._check_positions(positions)
+        model = self.net.model
+        pre = model.run_layers(embeds, positions, self.caches, slots)  # [B,T,d]
+        post = model.norm(pre)
+        tap = self._tap(pre, post)
+        rows = torch.arange(b, device=self.device)
+        last = torch.tensor(lengths, device=self.device) - 1
+        logits = self.net.logits(post[rows, last])  # [B,V]
+        if self.draft_cache is not None:
+            # Prime the head over the prompt: input embeddings (visual tokens at the image
+            # slots, position 0 zeroed) paired with the target hidden of the previous position.
+            previous = torch.cat([torch.zeros_like(tap[:, :1]), tap[:, :-1]], dim=1)
+            head = self.net.mtp_module.heads[0]
+            head(self.net.zero_position0(embeds, positions), previous, positions,
+                 cache=self.draft_cache, slots=slots)
+        return tap[rows, last], logits, torch.tensor(lengths, device=self.device)
+
+    @torch.inference_mode()
+    def forward(
+        self, slots: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        slots, tokens, positions = self._on_device(slots, tokens, positions)
+        self._check_positions(positions)
+        model = self.net.model
+        pre = model.run_layers(model.embed_tokens(tokens), positions, self.caches, slots)
+        post = model.norm(pre)
+        return self._tap(pre, post), self.net.logits(post)  # [B,T,d], [B,T,V] float32
+
+    @torch.inference_mode()
+    def draft(
+        self,
+        slots: torch.Tensor,  # [B]
+        hidden: torch.Tensor,  # [B,d] from position p-1 (target, or the head's previous step)
+        tokens: torch.Tensor,  # [B] at position p
+        positions: torch.Tensor,  # [B] p
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [B,V] for p+1, the head's hidden [B,d]
+        if self.draft_cache is None:
+            raise RuntimeError("this model has no draft head (max_draft_depth is 0)")
+        slots, tokens, positions = self._on_device(slots, tokens, positions)
+        positions = positions[:, None]  # [B,1]
+        self._check_positions(positions)
+        embeds = self.net.embed_for_draft(tokens[:, None], positions)
+        x = self.net.mtp_module.heads[0](
+            embeds, hidden[:, None], positions, cache=self.draft_cache, slots=slots
+        )
+        # The shared final norm; its output feeds the LM head and is the next step's hidden.
+        out = self.net.model.norm(x)[:, 0]  # [B,d]
+        return self.net.logits(out), out
+
+    @torch.inference_mode()
+    def draft_commit(
+        self,
+        slots: torch.Tensor,  # [B]
+        hidden: torch.Tensor,  # [B,T,d] target hidden from each position minus one
+        tokens: torch.Tensor,  # [B,T] verified tokens
+        positions: torch.Tensor,  # [B,T]
+    ) -> None:
+        if self.draft_cache is None:
+            return
+        slots, tokens, positions = self._on_device(slots, tokens, positions)
+        self._check_positions(positions)
+        embeds = self.net.embed_for_draft(tokens, positions)
+        self.net.mtp_module.heads[0](
+            embeds, hidden, positions, cache=self.draft_cache, slots=slots
+        )

@@ -1,0 +1,176 @@
+"""Transformer building blocks shared by every model ocrcli ships.
+
+DeepSeek-OCR's decoder and the built-in model's decoder are both made of these, so the
+engine's code paths are exercised by the same modules whichever model runs.
+
+Shapes: B batch rows, T new positions, S cache length, H heads, D head dim, d model dim.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in float32 at least: bf16 variance loses the small rows.
+        dtype = x.dtype
+        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(dtype)
+
+
+class SwiGLU(nn.Module):
+    """DeepSeek-V2's MLP: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def sinusoid_table(length: int, dim: int) -> torch.Tensor:
+    """Fixed sine/cosine positions [length, dim]; positions must exist from step 0."""
+    pos = torch.arange(length, dtype=torch.float64)[:, None]
+    inv = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    table = torch.zeros(length, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * inv)
+    table[:, 1::2] = torch.cos(pos * inv)
+    return table.float()
+
+
+def rope_cos_sin(
+    positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions [B,T] -> cos, sin [B,1,T,D] in the rotate-half layout (HF/DeepSeek-V2)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim))
+    freqs = positions.float()[..., None] * inv  # [B,T,D/2]
+    emb = torch.cat([freqs, freqs], dim=-1)[:, None]  # [B,1,T,D]
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class KVCache(nn.Module):
+    """Static per-slot key/value buffers [slots, H, S_max, D].
+
+    Each slot has its own length, kept by the engine. Rollback is by length alone: rejected
+    positions are hidden by the position mask and overwritten by later writes.
+    """
+
+    def __init__(self, slots: int, heads: int, max_len: int, head_dim: int, dtype, device):
+        super().__init__()
+        shape = (slots, heads, max_len, head_dim)
+        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+    def update(
+        self, slots: torch.Tensor, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [B,H,T,D] at (slots [B], positions [B,T]); return the slots' [B,H,S,D]."""
+        rows = slots[:, None].expand_as(positions)  # [B,T]
+        self.k[rows, :, positions] = k.transpose(1, 2)
+        self.v[rows, :, positions] = v.transpose(1, 2)
+        return self.k[slots], self.v[slots]
+
+
+def cache_mask(positions: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Boolean [B,1,T,S]: a query at position p sees cache entries 0..p of its own row."""
+    keys = torch.arange(max_len, device=positions.device)
+    return (keys[None, None, :] <= positions[:, :, None])[:, None]
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with optional RoPE, run through SDPA.
+
+    Training passes `mask` [B,1,T,T]; decoding passes a KVCache, `slots` and `positions`.
+    """
+
+    def __init__(self, dim: int, heads: int, rope_theta: float | None = None, bias: bool = False):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.rope_theta = rope_theta
+        self.q_proj = nn.Linear(dim, dim, bias=bias)
+        self.k_proj = nn.Linear(dim, dim, bias=bias)
+        self.v_proj = nn.Linear(dim, dim, bias=bias)
+        self.o_proj = nn.Linear(dim, dim, bias=bias)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # [B,H,T,D]
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [B,T,d]
+        positions: torch.Tensor,  # [B,T]
+        mask: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        slots: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        if self.rope_theta is not None:
+            cos, sin = rope_cos_sin(positions, self.head_dim, self.rope_theta, q.dtype)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(slots, positions, k, v)
+            mask = cache_mask(positions, cache.max_len)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        b, _, t, _ = out.shape
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class CrossAttention(nn.Module):
+    """Attention from text positions to a request's visual tokens (no positions of its own).
+
+    `memory_kv` projects visual tokens once per request; the engine keeps the result per slot.
+    """
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.q_proj = nn.Linear(dim, dim, bias=False)
+        self.k_proj = nn.Linear(dim, dim, bias=False)
+        self.v_proj = nn.Linear(dim, dim, bias=False)
+        self.o_proj = nn.Linear(dim, dim, bias=False)
+
+    def memory_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """memory [B,N,d] -> k, v [B,H,N,D]."""
+        b, n, _ = memory.shape
+        k = self.k_proj(memory).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(memory).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        return k, v
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [B,T,d]
+        k: torch.Tensor,  # [B,H,N,D]
+        v: torch.Tensor,  # [B,H,N,D]
+        memory_mask: torch.Tensor,  # [B,1,1,N] True where a visual token is real
+    ) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=memory_mask)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

@@ -1,0 +1,74 @@
+"""Model names -> loaders: the built-in model, known hub ids, and local folders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ocrcli.errors import ModelLoadError
+from ocrcli.models import builtin
+from ocrcli.models.base import LoadedModel
+
+__all__ = ["KNOWN_MODELS", "ModelLoadError", "load_model", "resolve_device"]
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    name: str
+    description: str
+    hub: bool  # weights come from the Hugging Face hub
+
+
+KNOWN_MODELS = (
+    KnownModel("builtin", "small line reader with an MTP draft head, shipped in the package "
+               "(CPU, offline)", hub=False),
+    KnownModel("deepseek-ai/DeepSeek-OCR", "DeepSeek-OCR 3B MoE (GPU), no draft head", hub=True),
+    KnownModel("jinaai/jina-ocr-v1", "Jina-OCR-v1 3B MoE with a FastMTP head (GPU; CC BY-NC 4.0)",
+               hub=True),
+)
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {device}: no CUDA device is available here; use --device cpu")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ModelLoadError("--device mps: no Apple GPU is available here; use --device cpu")
+    return device
+
+
+def load_model(name: str, device: str = "cpu") -> LoadedModel:
+    """Load by name (`builtin`, a hub id) or from a local folder."""
+    if name == "builtin":
+        return builtin.load(builtin.BUILTIN_DIR, device)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if builtin.is_builtin_folder(path):
+            return builtin.load(path, device, model_id=str(path))
+        return _load_deepseek(str(path), device)
+    if path.exists():
+        raise ModelLoadError(f"--model {name}: a model is a folder (config.json, safetensors, "
+                             "tokenizer.json), not a file")
+    if "/" in name and not name.startswith((".", "/")):
+        return _load_deepseek(name, device)
+    raise ModelLoadError(f"--model {name}: no such folder, and not a known model name "
+                         "(see `ocrcli models`)")
+
+
+def _load_deepseek(name: str, device: str) -> LoadedModel:
+    try:
+        from ocrcli.models import deepseek_ocr
+    except ImportError as exc:  # pragma: no cover - the package ships it
+        raise ModelLoadError(f"DeepSeek-OCR support is unavailable: {exc}") from None
+    if not hasattr(deepseek_ocr, "load"):
+        raise ModelLoadError("DeepSeek-OCR / Jina-OCR-v1 loading is not implemented in this "
+                             "version; use --model builtin")
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return deepseek_ocr.load(name, device, dtype)

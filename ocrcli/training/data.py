@@ -1,0 +1,114 @@
+"""Line samples for the built-in model, cut from synthetic pages by the model's own layout step.
+
+Crops come from `segment_lines`, the function that reads real pages, so training and inference
+see the same geometry. Pages whose segmentation does not match the typeset lines one to one
+are skipped rather than guessed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ocrcli.models.builtin.layout import line_tensor_array, segment_lines
+from ocrcli.models.builtin.tokenizer import BOS_ID, DEFAULT_CHARS, EOS_ID, PAD_ID, CharTokenizer
+from ocrcli.training.synth import SynthPage, make_page
+from ocrcli.training.text import TextSources
+
+MAX_CHARS = 120
+
+
+@dataclass
+class LineSample:
+    image: np.ndarray  # [32, W] float32, ink = 1
+    text: str
+
+
+def page_lines(page: SynthPage) -> list[LineSample] | None:
+    """Crops of a page paired with their texts, or None when segmentation disagrees."""
+    boxes = [b for b in segment_lines(page.image) if not b.rule]
+    if len(boxes) != len(page.lines):
+        return None
+    out = []
+    for box, line in zip(boxes, page.lines):
+        # A crop must hold the line it is paired with: its typeset box centre lies inside.
+        cy = (line.box[1] + line.box[3]) / 2
+        if not box.y0 <= cy <= box.y1 or len(line.text) > MAX_CHARS:
+            return None
+        out.append(LineSample(line_tensor_array(page.image, box), line.text))
+    return out
+
+
+def collate(samples: list[LineSample], tok: CharTokenizer) -> dict[str, torch.Tensor]:
+    """images [B,1,32,W], widths [B], tokens [B,T] = BOS+text, targets [B,T] = text+EOS,
+    ctc_targets [B,L] (PAD-filled), ctc_lengths [B]."""
+    width = max(s.image.shape[1] for s in samples)
+    images = torch.zeros(len(samples), 1, 32, width)
+    ids = [tok.encode(s.text) for s in samples]
+    t = max(len(i) for i in ids) + 1
+    tokens = torch.full((len(samples), t), PAD_ID)
+    targets = torch.full((len(samples), t), -100)
+    ctc = torch.full((len(samples), t), PAD_ID)
+    for b, (s, seq) in enumerate(zip(samples, ids)):
+        images[b, 0, :, : s.image.shape[1]] = torch.from_numpy(s.image)
+        tokens[b, : len(seq) + 1] = torch.tensor([BOS_ID] + seq)
+        targets[b, : len(seq) + 1] = torch.tensor(seq + [EOS_ID])
+        ctc[b, : len(seq)] = torch.tensor(seq)
+    return {
+        "images": images,
+        "widths": torch.tensor([s.image.shape[1] for s in samples]),
+        "tokens": tokens,
+        "targets": targets,
+        "ctc_targets": ctc,
+        "ctc_lengths": torch.tensor([len(i) for i in ids]),
+    }
+
+
+class LineBatches(torch.utils.data.IterableDataset):
+    """Endless width-bucketed batches of line crops, deterministic by (seed, start)."""
+
+    def __init__(self, seed: int, start: int, batch_size: int, split: str = "train",
+                 heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16):
+        self.seed, self.start, self.batch_size = seed, start, batch_size
+        self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
+
+    def samples(self) -> Iterator[LineSample]:
+        sources = TextSources.load(self.split)
+        page = self.start
+        while True:
+            lines = page_lines(make_page(self.seed * 10_000_000 + page, sources,
+                                         self.heldout_fonts, self.sizes))
+            page += 1
+            if lines:
+                yield from lines
+
+    def __iter__(self):
+        tok = CharTokenizer(DEFAULT_CHARS)
+        rng = random.Random(self.seed + self.start)
+        it = self.samples()
+        while True:
+            buf = [next(it) for _ in range(self.batch_size * self.pool)]
+            rng.shuffle(buf)  # pages come in order; mix lines of many pages before bucketing
+            buf.sort(key=lambda s: s.image.shape[1])
+            batches = [buf[i : i + self.batch_size] for i in range(0, len(buf), self.batch_size)]
+            rng.shuffle(batches)
+            for b in batches:
+                yield collate(b, tok)
+
+
+def validation_lines(n: int, seed: int, split: str = "test", heldout_fonts: bool = False,
+                     sizes: tuple[int, int] = (16, 32)) -> list[LineSample]:
+    """A fixed set of held-out lines: text split 'test', pages seeded apart from training."""
+    sources = TextSources.load(split)
+    out: list[LineSample] = []
+    page = 0
+    while len(out) < n:
+        lines = page_lines(make_page(900_000_000 + seed * 1000 + page, sources, heldout_fonts, sizes))
+        page += 1
+        if lines:
+            out.extend(lines)
+    return out[:n]

@@ -1,0 +1,340 @@
+"""Synthetic document pages with exact ground-truth Markdown, deterministic by seed.
+
+A page is a list of Markdown blocks (headings, paragraphs, bulleted and numbered lists, code
+blocks, pipe tables) typeset with PIL in one of many fonts, sizes and margins, then lightly
+degraded (noise, blur, JPEG, a small skew, scanned-look binarisation). Every typeset line keeps
+the text a line reader should read from it, so training crops come from the same layout step
+that reads real pages.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+from ocrcli.training.text import (
+    TextSources,
+    prose_text,
+    random_text,
+    sentence,
+    typographic,
+    word_sequence,
+)
+
+FONT_DIRS = (Path("/usr/share/fonts"),)
+
+# Families by role. Training fonts and held-out fonts never overlap.
+TRAIN_FONTS = {
+    "serif": ["DejaVuSerif.ttf", "DejaVuSerifCondensed.ttf", "LiberationSerif-Regular.ttf",
+              "LiberationSerif-Italic.ttf", "NimbusRoman-Regular.otf", "NimbusRoman-Italic.otf",
+              "DejaVuSerif-Italic.ttf"],
+    "sans": ["DejaVuSans.ttf", "DejaVuSansCondensed.ttf", "LiberationSans-Regular.ttf",
+             "LiberationSansNarrow-Regular.ttf", "NimbusSans-Regular.otf", "DejaVuSans-Oblique.ttf",
+             "LiberationSans-Italic.ttf", "NimbusSans-Italic.otf"],
+    "bold": ["DejaVuSans-Bold.ttf", "DejaVuSerif-Bold.ttf", "LiberationSans-Bold.ttf",
+             "LiberationSerif-Bold.ttf", "NimbusSans-Bold.otf", "NimbusRoman-Bold.otf",
+             "DejaVuSansCondensed-Bold.ttf", "LiberationSansNarrow-Bold.ttf"],
+    "mono": ["DejaVuSansMono.ttf", "LiberationMono-Regular.ttf", "NimbusMonoPS-Regular.otf",
+             "DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf"],
+}
+HELDOUT_FONTS = {
+    "serif": ["FreeSerif.ttf", "C059-Roman.otf", "P052-Roman.otf", "URWBookman-Light.otf",
+              "FreeSerifItalic.ttf"],
+    "sans": ["FreeSans.ttf", "URWGothic-Book.otf", "FreeSansOblique.ttf"],
+    "bold": ["FreeSansBold.ttf", "FreeSerifBold.ttf", "P052-Bold.otf", "C059-Bold.otf"],
+    "mono": ["FreeMono.ttf", "FreeMonoBold.ttf"],
+}
+
+
+@lru_cache(maxsize=1)
+def _font_index() -> dict[str, Path]:
+    index: dict[str, Path] = {}
+    for root in FONT_DIRS:
+        if root.exists():
+            for p in sorted(root.rglob("*")):
+                if p.suffix in (".ttf", ".otf"):
+                    index.setdefault(p.name, p)
+    return index
+
+
+def available_fonts(heldout: bool = False) -> dict[str, list[Path]]:
+    """Font files by role that exist on this machine; DejaVu alone is the minimum."""
+    table = HELDOUT_FONTS if heldout else TRAIN_FONTS
+    index = _font_index()
+    found = {role: [index[n] for n in names if n in index] for role, names in table.items()}
+    if heldout and not all(found.values()):
+        return {}
+    fallback = {"serif": "DejaVuSerif.ttf", "sans": "DejaVuSans.ttf", "bold": "DejaVuSans-Bold.ttf",
+                "mono": "DejaVuSansMono.ttf"}
+    for role, names in found.items():
+        if not names and fallback[role] in index:
+            found[role] = [index[fallback[role]]]
+    return found
+
+
+@lru_cache(maxsize=256)
+def _font(path: Path, size: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.truetype(str(path), size)
+
+
+@dataclass
+class TypesetLine:
+    """One typeset line: its box on the page and the text a line reader should read."""
+
+    text: str
+    box: tuple[int, int, int, int]  # x0, y0, x1, y1 in page pixels
+    kind: str  # heading | text | item | code | table | rule
+
+
+@dataclass
+class SynthPage:
+    image: Image.Image  # grayscale "L"
+    markdown: str  # exact ground truth
+    lines: list[TypesetLine] = field(default_factory=list)
+
+
+@dataclass
+class PageStyle:
+    width: int
+    height: int
+    margin: int
+    body_size: int
+    spacing: float
+    fonts: dict[str, Path]
+    ink: int
+    paper: int
+
+
+def _style(rng: random.Random, fonts: dict[str, list[Path]], sizes: tuple[int, int]) -> PageStyle:
+    body = rng.randint(*sizes)
+    width = rng.randint(max(500, body * 32), max(700, body * 55))
+    return PageStyle(
+        width=width,
+        height=int(width * rng.uniform(1.25, 1.45)),
+        margin=rng.randint(body, body * 4),
+        body_size=body,
+        spacing=rng.uniform(1.15, 1.6),
+        fonts={role: rng.choice(paths) for role, paths in fonts.items()},
+        ink=rng.randint(0, 60),
+        paper=rng.randint(235, 255),
+    )
+
+
+def _wrap(text: str, font: ImageFont.FreeTypeFont, width: int) -> list[str]:
+    lines, cur = [], ""
+    for word in text.split():
+        trial = f"{cur} {word}" if cur else word
+        if cur and font.getlength(trial) > width:
+            lines.append(cur)
+            cur = word
+        else:
+            cur = trial
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+class _Typesetter:
+    def __init__(self, style: PageStyle, rng: random.Random):
+        self.s = style
+        self.rng = rng
+        self.image = Image.new("L", (style.width, style.height), style.paper)
+        self.draw = ImageDraw.Draw(self.image)
+        self.y = style.margin
+        self.lines: list[TypesetLine] = []
+        self.blocks: list[str] = []
+
+    @property
+    def text_width(self) -> int:
+        return self.s.width - 2 * self.s.margin
+
+    def room(self, font: ImageFont.FreeTypeFont, n_lines: int = 1) -> bool:
+        return self.y + n_lines * font.size * self.s.spacing < self.s.height - self.s.margin
+
+    def put(self, x: int, text: str, font: ImageFont.FreeTypeFont, kind: str) -> None:
+        self.draw.text((x, self.y), text, font=font, fill=self.s.ink)
+        x0, y0, x1, y1 = self.draw.textbbox((x, self.y), text, font=font)
+        self.lines.append(TypesetLine(text, (x0, y0, x1, y1), kind))
+        self.y += int(font.size * self.s.spacing)
+
+    def gap(self, factor: float = 0.9) -> None:
+        self.y += int(self.s.body_size * self.s.spacing * factor)
+
+    def heading(self, text: str, level: int) -> bool:
+        font = _font(self.s.fonts["bold"], int(self.s.body_size * (2.0, 1.6, 1.3)[level - 1]))
+        lines = _wrap(text, font, self.text_width)[:1]
+        if not lines or not self.room(font, 2):
+            return False
+        self.gap(0.3)
+        self.put(self.s.margin, lines[0], font, "heading")
+        self.blocks.append("#" * level + " " + lines[0])
+        return True
+
+    def paragraph(self, text: str) -> bool:
+        font = _font(self.s.fonts["serif" if self.rng.random() < 0.6 else "sans"], self.s.body_size)
+        lines = _wrap(text, font, self.text_width)
+        while lines and not self.room(font, len(lines)):
+            lines.pop()
+        if not lines:
+            return False
+        for line in lines:
+            self.put(self.s.margin, line, font, "text")
+        self.blocks.append(" ".join(lines))
+        self.gap()
+        return True
+
+    def items(self, texts: list[str], numbered: bool) -> bool:
+        font = _font(self.s.fonts["sans" if self.rng.random() < 0.5 else "serif"], self.s.body_size)
+        indent = self.s.margin + self.s.body_size
+        out = []
+        for i, text in enumerate(texts, 1):
+            marker = f"{i}." if numbered else "\u2022"
+            lines = _wrap(f"{marker} {text}", font, self.text_width - self.s.body_size)
+            if not self.room(font, len(lines)):
+                break
+            for j, line in enumerate(lines):
+                self.put(indent if j == 0 else indent + self.s.body_size, line, font,
+                         "item" if j == 0 else "text")
+            out.append(("1." if numbered else "-") + " " + " ".join(lines)[len(marker) + 1 :])
+            if numbered:
+                out[-1] = f"{i}. " + " ".join(lines)[len(marker) + 1 :]
+        if not out:
+            return False
+        self.blocks.append("\n".join(out))
+        self.gap()
+        return True
+
+    def code(self, lines: list[str]) -> bool:
+        font = _font(self.s.fonts["mono"], max(12, int(self.s.body_size * 0.9)))
+        lines = [ln for ln in lines if font.getlength(ln) < self.text_width - 2 * font.size]
+        while lines and not self.room(font, len(lines) + 1):
+            lines.pop()
+        if not lines:
+            return False
+        pad = font.size // 2
+        top = self.y - pad
+        bottom = self.y + int(len(lines) * font.size * self.s.spacing) + pad // 2
+        shade = self.s.paper - self.rng.randint(14, 30)
+        self.draw.rectangle((self.s.margin - pad, top, self.s.width - self.s.margin + pad, bottom),
+                            fill=shade)
+        for line in lines:
+            self.put(self.s.margin + pad, line, font, "code")
+        self.blocks.append("```\n" + "\n".join(lines) + "\n```")
+        self.y += pad
+        self.gap()
+        return True
+
+    def table(self, rows: list[list[str]]) -> bool:
+        font = _font(self.s.fonts["sans"], self.s.body_size)
+        bold = _font(self.s.fonts["bold"], self.s.body_size)
+        cols = len(rows[0])
+        widths = [max(bold.getlength(r[c]) for r in rows) + font.size * 1.2 for c in range(cols)]
+        if sum(widths) + font.size > self.text_width or not self.room(font, len(rows) + 2):
+            return False
+        md_rows = []
+        for i, row in enumerate(rows):
+            f = bold if i == 0 else font
+            x = self.s.margin
+            parts = ["|"]
+            self.draw.text((x, self.y), "|", font=f, fill=self.s.ink)
+            for c, cell in enumerate(row):
+                self.draw.text((x + font.size * 0.6, self.y), cell, font=f, fill=self.s.ink)
+                x += widths[c]
+                self.draw.text((x, self.y), "|", font=f, fill=self.s.ink)
+                parts.append(f" {cell} |")
+            text = "".join(parts)
+            box = self.draw.textbbox((self.s.margin, self.y), "|", font=f)
+            x1 = self.draw.textbbox((x, self.y), "|", font=f)[2]
+            self.lines.append(TypesetLine(text, (box[0], box[1], x1, box[3]), "table"))
+            self.y += int(font.size * self.s.spacing)
+            md_rows.append(text)
+            if i == 0:
+                rule_y = self.y - int(font.size * (self.s.spacing - 1.0) / 2) - 1
+                self.draw.line((self.s.margin, rule_y, x1, rule_y), fill=self.s.ink, width=2)
+                self.y += int(font.size * 0.4)
+                md_rows.append("|" + " --- |" * cols)
+        self.blocks.append("\n".join(md_rows))
+        self.gap()
+        return True
+
+
+def _table_rows(rng: random.Random, src: TextSources) -> list[list[str]]:
+    cols, nrows = rng.randint(2, 4), rng.randint(2, 5)
+    header = [rng.choice(src.words).capitalize() for _ in range(cols)]
+    body = []
+    for _ in range(nrows):
+        row = []
+        for _c in range(cols):
+            r = rng.random()
+            if r < 0.4:
+                row.append(word_sequence(rng, src, 1).strip(",.;:!?"))
+            elif r < 0.8:
+                row.append(str(rng.choice([rng.randint(0, 9999), f"{rng.uniform(0, 100):.2f}"])))
+            else:
+                row.append(word_sequence(rng, src, 2).strip(",.;:!?"))
+        body.append(row)
+    return [header] + body
+
+
+def degrade(image: Image.Image, rng: random.Random, strength: float = 1.0) -> Image.Image:
+    """Light scan-like augmentation: skew, blur, noise, JPEG, binarisation."""
+    if rng.random() < 0.3 * strength:
+        image = image.rotate(rng.uniform(-0.25, 0.25), resample=Image.BILINEAR,
+                             fillcolor=int(np.median(np.asarray(image))))
+    if rng.random() < 0.3 * strength:
+        image = image.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 0.9)))
+    if rng.random() < 0.3 * strength:
+        arr = np.asarray(image, dtype=np.float32)
+        arr = arr + np.random.default_rng(rng.randrange(2**32)).normal(0, rng.uniform(3, 14), arr.shape)
+        image = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+    if rng.random() < 0.1 * strength:
+        arr = np.asarray(image)
+        image = Image.fromarray(np.where(arr < rng.randint(110, 170), 0, 255).astype(np.uint8))
+    if rng.random() < 0.25 * strength:
+        buf = io.BytesIO()
+        image.save(buf, "JPEG", quality=rng.randint(35, 90))
+        image = Image.open(io.BytesIO(buf.getvalue())).convert("L")
+    return image
+
+
+def make_page(
+    seed: int,
+    sources: TextSources,
+    heldout_fonts: bool = False,
+    sizes: tuple[int, int] = (18, 30),
+    augment: bool = True,
+) -> SynthPage:
+    """A typeset page and its exact Markdown. Same seed, same page."""
+    rng = random.Random(seed)
+    fonts = available_fonts(heldout_fonts) or available_fonts(False)
+    ts = _Typesetter(_style(rng, fonts, sizes), rng)
+    if rng.random() < 0.7:
+        ts.heading(sentence(rng, sources, 2, 7).rstrip(".,;:"), 1)
+    for _ in range(40):
+        r = rng.random()
+        if r < 0.12:
+            ok = ts.heading(sentence(rng, sources, 2, 7).rstrip(".,;:"), rng.choice((2, 3)))
+        elif r < 0.55:
+            text = prose_text(rng, sources) if rng.random() < 0.6 else typographic(
+                word_sequence(rng, sources, rng.randint(12, 60)), rng)
+            ok = ts.paragraph(text)
+        elif r < 0.70:
+            ok = ts.items([sentence(rng, sources, 2, 14) for _ in range(rng.randint(2, 5))],
+                          numbered=rng.random() < 0.4)
+        elif r < 0.82:
+            start = rng.randrange(max(1, len(sources.code) - 8))
+            ok = ts.code(sources.code[start : start + rng.randint(2, 6)])
+        elif r < 0.92:
+            ok = ts.table(_table_rows(rng, sources))
+        else:
+            ok = ts.paragraph(random_text(rng, rng.randint(10, 70)))
+        if not ok and not ts.room(_font(ts.s.fonts["serif"], ts.s.body_size), 3):
+            break
+    image = degrade(ts.image, rng) if augment else ts.image
+    return SynthPage(image=image, markdown="\n\n".join(ts.blocks), lines=ts.lines)

@@ -1,0 +1,167 @@
+"""Text for synthetic documents, deterministic by seed, drawn from local sources only.
+
+Sources are split by file into train and held-out halves, so evaluation text is never seen in
+training: English prose (docstrings and comments of the Python standard library), code lines
+from the same files, dictionary word sequences with numbers, URLs and e-mail addresses, and a
+little random text over the whole vocabulary.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sysconfig
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+WORDS_FILE = Path("/usr/share/dict/words")
+
+ACCENTED_WORDS = (
+    "café naïve résumé Zürich façade jalapeño Øresund Straße crème brûlée São Paulo Ångström "
+    "déjà vu über Müller Gödel Dvořák Curaçao fiancée señor coöperate Besançon Kraków Málaga "
+    "Genève Île-de-France Bogotá Reykjavík Þór Ærø smörgåsbord piñata doña Århus"
+).split()
+ACCENTED_WORDS = [w for w in ACCENTED_WORDS if all(ord(c) < 256 for c in w)]
+TLDS = ("com", "org", "net", "io", "de", "fr", "edu", "co.uk", "dev")
+
+
+def _split_of(path: Path) -> str:
+    """'test' for about one file in six, by a stable hash of its name."""
+    return "test" if zlib.crc32(path.name.encode()) % 6 == 0 else "train"
+
+
+_DOCSTRING = re.compile(r'"""(.*?)"""', re.S)
+
+
+@dataclass
+class TextSources:
+    prose: list[str]
+    code: list[str]
+    words: list[str]
+
+    @classmethod
+    def load(cls, split: str, max_files: int = 400) -> TextSources:
+        stdlib = Path(sysconfig.get_paths()["stdlib"])
+        files = sorted(p for p in stdlib.glob("*.py") if _split_of(p) == split)[:max_files]
+        prose, code = [], []
+        for f in files:
+            try:
+                src = f.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            for doc in _DOCSTRING.findall(src):
+                for para in re.split(r"\n\s*\n", doc):
+                    text = " ".join(para.split())
+                    if len(text) > 30 and text.isascii():
+                        prose.append(text)
+            for line in src.splitlines():
+                s = line.rstrip()
+                if 8 <= len(s.strip()) <= 90 and s.isascii() and not s.strip().startswith("#"):
+                    code.append(s.strip())
+        words: list[str] = []
+        if WORDS_FILE.exists():
+            all_words = [w for w in WORDS_FILE.read_text(encoding="latin-1").split() if w.isascii()]
+            words = [w for w in all_words if (zlib.crc32(w.encode()) % 6 == 0) == (split == "test")]
+        if not words:  # no dictionary installed: fall back to words of the prose
+            words = sorted({w.strip(".,;:()'\"") for p in prose for w in p.split()} - {""})
+        return cls(prose=prose or ["The quick brown fox jumps over the lazy dog."],
+                   code=code or ["x = 1"], words=words)
+
+
+def _number(rng: random.Random) -> str:
+    kind = rng.randrange(8)
+    if kind == 0:
+        return f"${rng.randint(1, 9999)}.{rng.randint(0, 99):02d}"
+    if kind == 1:
+        return f"{rng.randint(1990, 2030)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    if kind == 2:
+        return f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}"
+    if kind == 3:
+        return f"v{rng.randint(0, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
+    if kind == 4:
+        return f"{rng.uniform(0, 100):.1f}%"
+    if kind == 5:
+        return f"{rng.randint(1, 999):,}".replace(",", rng.choice([",", ""])) + ",000"
+    if kind == 6:
+        return str(rng.randint(0, 100000))
+    return f"{rng.uniform(-50, 50):.{rng.randint(1, 3)}f}"
+
+
+def _url(rng: random.Random, words: list[str]) -> str:
+    host = rng.choice(words).lower()
+    if rng.random() < 0.5:
+        path = "/".join(rng.choice(words).lower() for _ in range(rng.randint(1, 2)))
+        return f"https://{host}.{rng.choice(TLDS)}/{path}"
+    return f"www.{host}.{rng.choice(TLDS)}"
+
+
+def _email(rng: random.Random, words: list[str]) -> str:
+    user = rng.choice(words).lower() + rng.choice(["", ".", "_"]) + rng.choice(words).lower()
+    return f"{user}@{rng.choice(words).lower()}.{rng.choice(TLDS)}"
+
+
+def typographic(text: str, rng: random.Random) -> str:
+    """Curly quotes, dashes and ellipses, as typeset documents use them."""
+    if rng.random() < 0.35:
+        text = re.sub(r'"([^"]*)"', "\u201c\\1\u201d", text)
+        text = re.sub(r"(\w)'(\w)", "\\1\u2019\\2", text)
+    if rng.random() < 0.3:
+        text = text.replace(" - ", rng.choice([" \u2013 ", "\u2014"]))
+    if rng.random() < 0.2:
+        text = text.replace("...", "\u2026")
+    return text
+
+
+RANDOM_CHARS = (
+    "".join(chr(c) for c in range(33, 127))
+    + "".join(chr(c) for c in range(0xC0, 0x100) if c not in (0xD7, 0xF7))
+    + "\u2018\u2019\u201c\u201d\u2013\u2014\u2022\u2026\u20ac\u00a9\u00b0\u00a7\u00b1\u00bd"
+)
+
+
+def word_sequence(rng: random.Random, src: TextSources, n_words: int) -> str:
+    out = []
+    for i in range(n_words):
+        r = rng.random()
+        if r < 0.10:
+            w = _number(rng)
+        elif r < 0.13:
+            w = _url(rng, src.words)
+        elif r < 0.15:
+            w = _email(rng, src.words)
+        elif r < 0.19:
+            w = rng.choice(ACCENTED_WORDS)
+        else:
+            w = rng.choice(src.words)
+            if i == 0 or rng.random() < 0.1:
+                w = w.capitalize()
+            elif rng.random() < 0.03:
+                w = w.upper()
+        if rng.random() < 0.05:
+            w = rng.choice(["(", "[", '"', "'"]) + w + rng.choice([")", "]", '"', "'"])
+        if rng.random() < 0.12:
+            w += rng.choice([",", ",", ".", ";", ":", "!", "?"])
+        out.append(w)
+    return " ".join(out)
+
+
+def random_text(rng: random.Random, length: int) -> str:
+    chars = [rng.choice(RANDOM_CHARS) for _ in range(length)]
+    for i in range(1, len(chars) - 1):
+        if rng.random() < 0.15:
+            chars[i] = " "
+    return "".join(chars).strip() or "x"
+
+
+def prose_text(rng: random.Random, src: TextSources) -> str:
+    return typographic(rng.choice(src.prose), rng)
+
+
+def sentence(rng: random.Random, src: TextSources, min_words: int = 3, max_words: int = 12) -> str:
+    """A short line of text: a prose fragment or a word sequence."""
+    if rng.random() < 0.5:
+        words = prose_text(rng, src).split()
+        start = rng.randrange(max(1, len(words) - min_words))
+        return " ".join(words[start : start + rng.randint(min_words, max_words)])
+    return typographic(word_sequence(rng, src, rng.randint(min_words, max_words)), rng)
