@@ -98,6 +98,44 @@ def convert(
     raise typer.Exit(int(code))
 
 
+@app.command("eval")
+def eval_bench(
+    bench: Path = typer.Argument(..., help="An olmOCR-Bench folder (*.jsonl and pdfs/)."),
+    out: Path = typer.Option(None, "-o", "--out",
+                             help="Working folder (default: ./eval-<bench folder name>)."),
+    system: str = typer.Option("ocrcli", "--system", help="Name of the outputs folder."),
+    model: str = typer.Option("builtin", "--model", help="builtin, a hub id, or a folder."),
+    device: str = typer.Option("auto", "--device"),
+    batch_size: int = typer.Option(16, "--batch-size", min=1),
+    draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1),
+    dpi: int = typer.Option(144, "--dpi", min=36, max=600),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    resume: bool = typer.Option(True, "--resume/--overwrite"),
+) -> None:
+    """Convert an olmOCR-Bench folder and score it (per-category pass rates)."""
+    from ocrcli.convert import ConvertSettings
+    from ocrcli.evaluation.olmocr_bench import format_bench_table
+    from ocrcli.evaluation.run import run_eval
+
+    work = out or Path(f"eval-{bench.resolve().name}")
+    settings = ConvertSettings(inputs=[], out=work, model=model, device=device,
+                               batch_size=batch_size, draft_depth=draft_depth,
+                               max_new_tokens=max_new_tokens, dpi=dpi, resume=resume,
+                               log="plain", quiet=True)
+    try:
+        code, score, summary = run_eval(bench, work, system, settings, Reporter("plain", True))
+    except OcrCliError as exc:
+        _fail(exc)
+    if json_out:
+        data = score.to_json()
+        data["conversion"] = summary
+        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        typer.echo(format_bench_table(score))
+    raise typer.Exit(int(code))
+
+
 @app.command()
 def models() -> None:
     """List the built-in and known models, and where their weights are."""

@@ -124,10 +124,10 @@ def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
                 candidates.extend(_walk(mp, notices) if mp.is_dir() else [mp])
         else:
             raise UsageError(f"input not found: {item}")
-    out, seen = [], set()
+    out, seen, unknown = [], set(), []
     for c in candidates:
         if c.suffix.lower() not in SUPPORTED:
-            notices.append(f"skipped {c}: not a PDF or a supported image")
+            unknown.append(c)
             continue
         try:
             key = c.resolve()
@@ -137,6 +137,11 @@ def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
             continue
         seen.add(key)
         out.append(c)
+    if len(unknown) == 1:
+        notices.append(f"skipped {unknown[0]}: not a PDF or a supported image")
+    elif unknown:
+        notices.append(f"skipped {len(unknown)} files that are not PDFs or supported images "
+                       f"(first: {unknown[0]})")
     return out, notices
 
 
