@@ -38,7 +38,8 @@ def _fail(exc: OcrCliError) -> None:
 
 @app.command()
 def convert(
-    inputs: list[str] = typer.Argument(..., help="PDFs, images, folders (recursive) or globs."),
+    inputs: list[str] = typer.Argument(..., help="PDFs, images, folders (recursive) or globs. "
+                                                 "Put -- before names that start with a dash."),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder."),
     format: str = typer.Option("md,json", "--format", help="Per-page outputs: md, json or both."),
     pages: str = typer.Option(None, "--pages", help="1-based pages, e.g. 1-3,7."),
@@ -63,6 +64,9 @@ def convert(
     render_workers: int = typer.Option(1, "--render-workers", min=0,
                                        help="Renderer processes (0: render in this process)."),
     password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
+    page_timeout: float = typer.Option(None, "--page-timeout", min=0.001,
+                                       help="Seconds one page may take to render and to decode; "
+                                            "a slower page is stopped with status 'timeout'."),
     shard: str = typer.Option(None, "--shard", help="K/N: this worker's share of documents."),
     summary: str = typer.Option(None, "--summary", help="Also write the run summary JSON here; "
                                                         "'-' prints it to stdout."),
@@ -71,6 +75,7 @@ def convert(
 ) -> None:
     """Convert documents to Markdown (and JSON) per page."""
     from ocrcli.convert import Converter, ConvertSettings
+    from ocrcli.output import atomic_write
 
     try:
         formats = frozenset(f.strip() for f in format.split(",") if f.strip())
@@ -87,14 +92,14 @@ def convert(
             draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
             render_workers=render_workers, password=password, shard=parse_shard(shard),
-            log=mode, quiet=quiet)
+            log=mode, quiet=quiet, page_timeout=page_timeout)
         code, result = Converter(settings, Reporter(mode, quiet)).run()
+        if summary == "-":
+            sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        elif summary:
+            atomic_write(Path(summary), orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     except OcrCliError as exc:
         _fail(exc)
-    if summary == "-":
-        sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-    elif summary:
-        Path(summary).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     raise typer.Exit(int(code))
 
 
@@ -146,6 +151,117 @@ def models() -> None:
         where = str(BUILTIN_DIR / "model.safetensors") if not m.hub else \
             "Hugging Face hub (downloaded on first use), or pass a local folder to --model"
         typer.echo(f"{m.name}\n    {m.description}\n    weights: {where}")
+
+
+@app.command()
+def status(
+    out: Path = typer.Argument(..., help="The output folder of one or more convert runs."),
+    inputs: list[str] = typer.Argument(None, help="The inputs the runs were given (the same "
+                                                  "arguments). Default: the manifests in OUT, "
+                                                  "which cannot see documents never started."),
+    pages: str = typer.Option(None, "--pages", help="The --pages the runs were given."),
+    shard: str = typer.Option(None, "--shard", help="K/N: check one shard only."),
+    password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
+    page_timeout: float = typer.Option(None, "--page-timeout", min=0.001,
+                                       help="Seconds one page may take to render and to decode; "
+                                            "a slower page is stopped with status 'timeout'."),
+    fingerprint: str = typer.Option(None, "--fingerprint",
+                                    help="Count pages done under other settings as stale "
+                                         "(the fingerprint is in summary.json)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Count pages done, failed and missing in OUT. Exit 0 when complete, 1 when not."""
+    from ocrcli.status import format_status, status_from_inputs, status_from_manifests
+
+    try:
+        page_set, shard_spec = parse_pages(pages), parse_shard(shard)
+        if inputs:
+            result = status_from_inputs(out, inputs, page_set, shard_spec, password, fingerprint)
+        else:
+            result = status_from_manifests(out, page_set, shard_spec, fingerprint)
+    except OcrCliError as exc:
+        _fail(exc)
+    if json_out:
+        sys.stdout.buffer.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        for n in result.notices:
+            typer.echo(f"ocrcli: {n}", err=True)
+        typer.echo(format_status(result))
+    raise typer.Exit(int(result.exit_code))
+
+
+@app.command("ray-convert")
+def ray_convert(
+    inputs: list[str] = typer.Argument(..., help="PDFs, images, folders (recursive) or globs. "
+                                                 "Put -- before names that start with a dash."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder (on a cluster: a path "
+                                                      "every node mounts)."),
+    address: str = typer.Option(None, "--address", help="Ray cluster address (default: "
+                                                        "$RAY_ADDRESS, else a local Ray)."),
+    actors: int = typer.Option(None, "--actors", min=1,
+                               help="Model replicas (default: one per GPU, 1 without GPUs)."),
+    gpus_per_actor: float = typer.Option(None, "--gpus-per-actor", min=0,
+                                         help="Default: 1 when the cluster has GPUs, else 0."),
+    pages_per_batch: int = typer.Option(32, "--pages-per-batch", min=1,
+                                        help="Pages an actor decodes together."),
+    format: str = typer.Option("md,json", "--format", help="Per-page outputs: md, json or both."),
+    pages: str = typer.Option(None, "--pages", help="1-based pages, e.g. 1-3,7."),
+    dpi: int = typer.Option(144, "--dpi", min=36, max=600, help="PDF rendering resolution."),
+    max_pixels: int = typer.Option(12_000_000, "--max-pixels", min=10_000,
+                                   help="Pixel cap per page image."),
+    model: str = typer.Option("builtin", "--model", help="builtin, a hub id, or a folder."),
+    device: str = typer.Option("auto", "--device",
+                               help="auto (a GPU when the actor has one), cpu or cuda."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Requests decoded together."),
+    draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16,
+                                    help="Draft tokens per step (0: plain greedy)."),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1,
+                                       help="Token cap per request (status 'truncated')."),
+    prompt: str = typer.Option(None, "--prompt", help="Override the model's instruction."),
+    resume: bool = typer.Option(True, "--resume/--overwrite",
+                                help="Skip pages already done with the same settings."),
+    password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
+    page_timeout: float = typer.Option(None, "--page-timeout", min=0.001,
+                                       help="Seconds one page may take to render and to decode; "
+                                            "a slower page is stopped with status 'timeout'."),
+    shard: str = typer.Option(None, "--shard", help="K/N: this run's share of documents."),
+    summary: str = typer.Option(None, "--summary", help="Also write the run summary JSON here; "
+                                                        "'-' prints it to stdout."),
+    log: str = typer.Option("plain", "--log", help="plain or json."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors."),
+) -> None:
+    """`convert` on a Ray cluster (Ray Data): same outputs. Needs `pip install ocrcli[ray]`."""
+    from ocrcli.convert import ConvertSettings
+    from ocrcli.output import atomic_write
+
+    try:
+        from ocrcli.distributed.ray import RayOptions, run_ray_convert
+    except ImportError as exc:
+        typer.echo(f"ocrcli: error: ray-convert needs Ray: pip install 'ocrcli[ray]' ({exc})",
+                   err=True)
+        raise typer.Exit(int(ExitCode.usage)) from None
+    try:
+        formats = frozenset(f.strip() for f in format.split(",") if f.strip())
+        if not formats or not formats <= {"md", "json"}:
+            raise typer.BadParameter("use md, json or md,json", param_hint="--format")
+        if log not in ("plain", "json"):
+            raise typer.BadParameter("use plain or json", param_hint="--log")
+        if summary == "-" and log != "json":
+            quiet = True  # stdout carries the JSON summary alone
+        settings = ConvertSettings(
+            inputs=inputs, out=out, formats=formats | {"json"}, pages=parse_pages(pages), dpi=dpi,
+            max_pixels=max_pixels, model=model, device=device, batch_size=batch_size,
+            draft_depth=draft_depth, max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
+            password=password, shard=parse_shard(shard), log=log, quiet=quiet)
+        options = RayOptions(address, actors, gpus_per_actor, pages_per_batch)
+        code, result = run_ray_convert(settings, options, Reporter(log, quiet))
+        if summary == "-":
+            sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        elif summary:
+            atomic_write(Path(summary), orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    except OcrCliError as exc:
+        _fail(exc)
+    raise typer.Exit(int(code))
 
 
 def main() -> None:

@@ -15,19 +15,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import torch
 
 from ocrcli import __version__
 from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
-from ocrcli.engine.scheduler import DecodeResult, Engine
-from ocrcli.errors import ExitCode, UsageError
-from ocrcli.inputs import Document, PageRef, collect
+from ocrcli.engine.scheduler import Engine
+from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError, UsageError, one_line
+from ocrcli.evaluation.checks import quality_flags
+from ocrcli.inputs import Document, PageRef, collect, display_path, path_text
 from ocrcli.models.base import DecodeRequest, LoadedModel
 from ocrcli.models.registry import load_model, resolve_device
-from ocrcli.output import OutputTree, PageRecord, check_writable, write_json
+from ocrcli.output import OutputTree, PageRecord, check_writable
 from ocrcli.progress import Reporter
 from ocrcli.render import PageImage, Renderer, RenderSettings
 
-STATUS_RANK = {"ok": 0, "truncated": 1, "degenerate": 2}
+# A page takes the worst status of its requests; timeout and failed pages are not done, so a
+# rerun converts them again.
+STATUS_RANK = {"ok": 0, "truncated": 1, "degenerate": 2, "timeout": 3, "failed": 4}
+CONVERTED = ("ok", "truncated", "degenerate")
 
 
 @dataclass
@@ -52,6 +57,7 @@ class ConvertSettings:
     shard: tuple[int, int] | None = None
     log: str = "plain"
     quiet: bool = False
+    page_timeout: float | None = None  # seconds for one page: rendering, then decoding
 
 
 @dataclass
@@ -61,10 +67,15 @@ class _PageState:
     requests: list[DecodeRequest]
     texts: list[str | None]
     statuses: list[str]
+    deadline: float | None = None  # perf_counter time by which decoding must end
+    errors: list[str] = field(default_factory=list)
     tokens: int = 0
     verify_steps: int = 0
     hist: Counter = field(default_factory=Counter)
     decode_s: float = 0.0
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
 
 def fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
@@ -75,7 +86,8 @@ def fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
 
 
 class _Interrupt:
-    """First SIGINT/SIGTERM: stop admitting work and finish what is in flight. Second: stop now."""
+    """First SIGINT/SIGTERM: stop admitting work and finish what is in flight. Second: stop now.
+    Installed for the whole run, so that SIGTERM, like SIGINT, always ends in exit code 130."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -106,6 +118,20 @@ class Converter:
         self.tree = OutputTree(settings.out)
 
     def run(self) -> tuple[ExitCode, dict]:
+        with _Interrupt() as interrupt:
+            return self._run(interrupt)
+
+    def _load(self):
+        try:
+            loaded = load_model(self.s.model, resolve_device(self.s.device))
+        except OcrCliError:
+            raise
+        except Exception as exc:  # a loader's own error type still means exit 3 and one line
+            raise ModelLoadError(f"cannot load --model {self.s.model}: {type(exc).__name__}: "
+                                 f"{one_line(exc)}") from None
+        return loaded
+
+    def _run(self, interrupt: _Interrupt) -> tuple[ExitCode, dict]:
         s = self.s
         check_writable(s.out)
         docs, notices = collect(s.inputs, s.pages, s.shard, s.password)
@@ -113,8 +139,7 @@ class Converter:
             self.report.notice(n)
         if not docs:
             raise UsageError("no PDF or image documents found in the inputs")
-        device = resolve_device(s.device)
-        loaded = load_model(s.model, device)
+        loaded = self._load()
         max_new = s.max_new_tokens or (160 if s.model == "builtin" else 8192)
         fp = fingerprint(loaded, s, max_new)
         self.loaded, self.fp, self.max_new = loaded, fp, max_new
@@ -125,8 +150,8 @@ class Converter:
         skipped = 0
         for i, doc in enumerate(docs):
             if doc.error:
-                failures.append({"source": str(doc.path), "page": None, "error": doc.error})
-                self.report.problem(f"{doc.path}: {doc.error}")
+                failures.append({"source": path_text(doc.path), "page": None, "error": doc.error})
+                self.report.problem(f"{display_path(doc.path)}: {doc.error}")
                 continue
             for p in doc.pages:
                 if s.resume and self.tree.is_done(doc.rel, p, fp):
@@ -142,65 +167,84 @@ class Converter:
         depth = loaded.model.max_draft_depth if s.draft_depth is None else s.draft_depth
         policy = DraftPolicy(depth, s.min_prob, s.min_path_prob) if s.draft_depth is None else \
             DraftPolicy(depth)
-        engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard)
-        renderer = Renderer(RenderSettings(s.dpi, s.max_pixels, s.password), s.render_workers,
-                            prefetch=max(2, 2 * s.render_workers))
+        try:
+            engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard)
+        except torch.OutOfMemoryError as exc:
+            raise ModelLoadError(f"not enough device memory for --batch-size {s.batch_size} "
+                                 f"({one_line(exc)}); try a smaller batch") from None
+        renderer = Renderer(RenderSettings(s.dpi, s.max_pixels, s.password, s.page_timeout),
+                            s.render_workers, prefetch=max(2, 2 * s.render_workers))
         counts = Counter()
         t0 = time.perf_counter()
         interrupted = False
         try:
-            with _Interrupt() as interrupt:
-                stream = renderer.stream(todo)
-                pages: dict[int, _PageState] = {}
-                queued: list[DecodeRequest] = []
-                next_id = 0
+            stream = renderer.stream(todo)
+            pages: dict[int, _PageState] = {}
+            queued: list[DecodeRequest] = []
+            next_id = 0
 
-                def take_page(block: bool) -> bool:
-                    nonlocal next_id
-                    img = stream.poll(block)
-                    if img is None:
-                        return False
-                    pid, next_id = next_id, next_id + 1
-                    if img.error:
-                        self._write_failed(docs, img.ref, img, img.error, failures, counts)
-                        self._page_written(docs, img.ref, remaining)
-                        return True
-                    try:
-                        reqs = loaded.adapter.page_requests(img.image, max_new)
-                    except Exception as exc:  # a page the model cannot read must not stop the run
-                        self._write_failed(docs, img.ref, img, f"cannot prepare page: {exc}",
-                                           failures, counts)
-                        self._page_written(docs, img.ref, remaining)
-                        return True
-                    for j, r in enumerate(reqs):
-                        r.key = (pid, j)
-                    state = _PageState(img.ref, img, reqs, [None] * len(reqs), ["ok"] * len(reqs))
-                    if not reqs:  # a blank page
-                        self._write_page(docs, state, counts)
-                        self._page_written(docs, img.ref, remaining)
-                    else:
-                        pages[pid] = state
-                        queued.extend(reqs)
+            def take_page(block: bool) -> bool:
+                nonlocal next_id
+                img = stream.poll(block)
+                if img is None:
+                    return False
+                pid, next_id = next_id, next_id + 1
+                if img.error:
+                    status = "timeout" if img.timed_out else "failed"
+                    self._write_failed(docs, img.ref, img, status, img.error, failures, counts)
+                    self._page_written(docs, img.ref, remaining)
                     return True
+                try:
+                    reqs = loaded.adapter.page_requests(img.image, max_new)
+                except Exception as exc:  # a page the model cannot read must not stop the run
+                    self._write_failed(docs, img.ref, img, "failed",
+                                       one_line(f"cannot prepare page: {exc}"), failures, counts)
+                    self._page_written(docs, img.ref, remaining)
+                    return True
+                for j, r in enumerate(reqs):
+                    r.key = (pid, j)
+                state = _PageState(img.ref, img, reqs, [None] * len(reqs), ["ok"] * len(reqs))
+                if s.page_timeout is not None:  # what rendering took counts against the page
+                    state.deadline = time.perf_counter() + s.page_timeout - img.render_seconds
+                if not reqs:  # a blank page
+                    self._write_page(docs, state, failures, counts)
+                    self._page_written(docs, img.ref, remaining)
+                else:
+                    pages[pid] = state
+                    queued.extend(reqs)
+                return True
 
-                def fetch(n: int, block: bool):
-                    if interrupt.requested:
-                        stream.stop()
-                        return None
-                    while len(queued) < n and not stream.done:
-                        if not take_page(block and not queued):
-                            break
-                    if not queued:
-                        return None if stream.done else []
-                    batch, queued[:] = queued[:n], queued[n:]
-                    return batch
+            def expired(key) -> bool:
+                return pages[key[0]].expired()
 
-                for result in engine.run(fetch):
-                    state = self._record(pages, result)
-                    if state is not None:
-                        self._write_page(docs, state, counts)
-                        self._page_written(docs, state.ref, remaining)
-                interrupted = interrupt.requested
+            def finish(state: _PageState | None) -> None:
+                if state is not None:
+                    self._write_page(docs, state, failures, counts)
+                    self._page_written(docs, state.ref, remaining)
+
+            def fetch(n: int, block: bool):
+                # Checked per page: blank pages need no decoding, so a long run of them
+                # never returns to the engine.
+                while len(queued) < n and not stream.done and not interrupt.requested:
+                    if not take_page(block and not queued):
+                        break
+                if interrupt.requested:
+                    stream.stop()
+                    return None
+                if s.page_timeout is not None:  # requests of a page out of time never start
+                    for r in [r for r in queued if expired(r.key)]:
+                        queued.remove(r)
+                        finish(self._record(pages, r.key, [], "timeout", None, None))
+                if not queued:
+                    return None if stream.done else []
+                batch, queued[:] = queued[:n], queued[n:]
+                return batch
+
+            if not interrupt.requested:  # a signal while the model loaded: no new work
+                for result in engine.run(fetch, expired if s.page_timeout is not None else None):
+                    finish(self._record(pages, result.key, result.tokens, result.status,
+                                        result.stats, result.error))
+            interrupted = interrupt.requested
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -209,6 +253,8 @@ class Converter:
             self._finish_document(docs[i])
         elapsed = time.perf_counter() - t0
         summary = self._summary(docs, counts, skipped, failures, elapsed, interrupted)
+        summary["faults"] = {"oom_retries": engine.oom_retries,
+                             "render_workers_replaced": renderer.replaced}
         if interrupted:
             code = ExitCode.interrupted
         elif failures:
@@ -216,50 +262,70 @@ class Converter:
         else:
             code = ExitCode.ok
         summary["exit_code"] = int(code)
-        write_json(s.out / "summary.json", summary)
+        if interrupted:
+            self.report.problem("interrupted: finished pages were kept; run the same command "
+                                "again to convert the rest")
+        self.tree.write_json(s.out / "summary.json", summary)
         self.report.finish(summary)
         return code, summary
 
-    def _record(self, pages: dict[int, _PageState], result: DecodeResult) -> _PageState | None:
-        pid, j = result.key
+    def _record(self, pages: dict[int, _PageState], key, tokens: list[int], status: str,
+                stats, error: str | None) -> _PageState | None:
+        """One request's outcome; the page's state once its last request is in."""
+        pid, j = key
         state = pages[pid]
-        state.texts[j] = self.loaded.tokenizer.decode(result.tokens)
-        state.statuses[j] = result.status
-        st = result.stats
-        state.tokens += st.tokens
-        state.verify_steps += st.verify_steps
-        state.hist.update(st.accepted_hist)
-        state.decode_s += st.prefill_s + st.draft_s + st.verify_s
+        state.texts[j] = self.loaded.tokenizer.decode(tokens) if tokens else ""
+        state.statuses[j] = status
+        if error:
+            state.errors.append(error)
+        if stats is not None:
+            state.tokens += stats.tokens
+            state.verify_steps += stats.verify_steps
+            state.hist.update(stats.accepted_hist)
+            state.decode_s += stats.prefill_s + stats.draft_s + stats.verify_s
         if any(t is None for t in state.texts):
             return None
         return pages.pop(pid)
 
-    def _write_page(self, docs: list[Document], state: _PageState, counts: Counter) -> None:
+    def _write_page(self, docs: list[Document], state: _PageState, failures, counts: Counter) -> None:
         doc = docs[state.ref.doc_index]
         status = max(state.statuses, key=STATUS_RANK.__getitem__) if state.statuses else "ok"
+        if status == "timeout":
+            self._write_failed(docs, state.ref, state.image, status,
+                               f"decoding took longer than --page-timeout {self.s.page_timeout:g}s; "
+                               "stopped", failures, counts)
+            return
+        if status == "failed":
+            self._write_failed(docs, state.ref, state.image, status,
+                               state.errors[0] if state.errors else "decoding failed", failures, counts)
+            return
         text = self.loaded.adapter.assemble(state.requests, [t or "" for t in state.texts])
         w, h = state.image.image.size
         record = PageRecord(
-            source=str(doc.path), page=state.ref.page, status=status, text=text, width=w,
+            source=path_text(doc.path), page=state.ref.page, status=status, text=text, width=w,
             height=h, dpi=round(state.image.dpi, 2), model=self.loaded.model_id,
             fingerprint=self.fp, tokens=state.tokens, requests=len(state.requests),
             decode_seconds=round(state.decode_s, 4), verify_steps=state.verify_steps,
             mean_accepted=round(state.tokens / state.verify_steps, 3) if state.verify_steps else 0.0,
-            accepted_histogram={str(k): v for k, v in sorted(state.hist.items())})
+            accepted_histogram={str(k): v for k, v in sorted(state.hist.items())},
+            quality=quality_flags(text))
         self.tree.write_page(doc.rel, record, set(self.s.formats))
         counts[status] += 1
         counts["tokens"] += state.tokens
         counts["verify_steps"] += state.verify_steps
         self.report.page(state.tokens, state.verify_steps)
 
-    def _write_failed(self, docs, ref: PageRef, img: PageImage, error: str, failures, counts):
+    def _write_failed(self, docs, ref: PageRef, img: PageImage, status: str, error: str, failures,
+                      counts):
         doc = docs[ref.doc_index]
-        record = PageRecord(source=str(doc.path), page=ref.page, status="failed", error=error,
-                            model=self.loaded.model_id, fingerprint=self.fp)
+        w, h = img.image.size if img.image is not None else (0, 0)
+        record = PageRecord(source=path_text(doc.path), page=ref.page, status=status, error=error,
+                            width=w, height=h, model=self.loaded.model_id, fingerprint=self.fp)
         self.tree.write_page(doc.rel, record, set())
-        failures.append({"source": str(doc.path), "page": ref.page, "error": error})
-        self.report.problem(f"{doc.path} page {ref.page}: {error}")
-        counts["failed"] += 1
+        failures.append({"source": path_text(doc.path), "page": ref.page, "status": status,
+                         "error": error})
+        self.report.problem(f"{display_path(doc.path)} page {ref.page}: {error}")
+        counts[status] += 1
         self.report.page(0, 0)
 
     def _page_written(self, docs, ref: PageRef, remaining: dict[int, int]) -> None:
@@ -270,24 +336,26 @@ class Converter:
 
     def _finish_document(self, doc: Document) -> None:
         if doc.error:
-            write_json(self.tree.doc_dir(doc.rel) / "manifest.json",
-                       {"source": str(doc.path), "page_count": 0, "fingerprint": self.fp,
-                        "pages": {}, "error": doc.error})
-            self.report.document(str(doc.path), {}, doc.error)
+            self.tree.write_json(self.tree.doc_dir(doc.rel) / "manifest.json",
+                                 {"source": path_text(doc.path), "page_count": 0,
+                                  "fingerprint": self.fp, "pages": {}, "error": doc.error})
+            self.report.document(display_path(doc.path), {}, doc.error)
             return
-        manifest = self.tree.write_document(doc.rel, str(doc.path), doc.page_count, self.fp)
+        manifest = self.tree.write_document(doc.rel, path_text(doc.path), doc.page_count, self.fp)
         selected = {str(p): manifest["pages"][str(p)] for p in doc.pages}
-        self.report.document(str(doc.path), selected, None)
+        self.report.document(display_path(doc.path), selected, None)
 
     def _summary(self, docs, counts, skipped, failures, elapsed, interrupted) -> dict:
-        converted = counts["ok"] + counts["truncated"] + counts["degenerate"]
+        converted = sum(counts[c] for c in CONVERTED)
         return {
             "ocrcli_version": __version__,
             "model": self.loaded.model_id,
             "fingerprint": self.fp,
             "documents": len(docs),
             "documents_failed": sum(1 for d in docs if d.error),
-            "pages": {"converted": converted, "skipped": skipped, "failed": counts["failed"],
+            # failed counts every page not converted; timeout is the part that ran out of time
+            "pages": {"converted": converted, "skipped": skipped,
+                      "failed": counts["failed"] + counts["timeout"], "timeout": counts["timeout"],
                       "ok": counts["ok"], "truncated": counts["truncated"],
                       "degenerate": counts["degenerate"]},
             "failures": failures,

@@ -30,3 +30,10 @@ class ModelLoadError(OcrCliError):
 
 class OutputError(OcrCliError):
     exit_code = ExitCode.output_error
+
+
+def one_line(message: object) -> str:
+    """A message as one printable line: a reason from PDFium, Pillow or the OS can carry
+    newlines or control characters, and every problem is reported on exactly one line."""
+    text = " ".join(str(message).split())
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)

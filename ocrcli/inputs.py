@@ -11,18 +11,23 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import stat
+import struct
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pypdfium2 as pdfium
 from PIL import Image
 
-from ocrcli.errors import UsageError
+from ocrcli import faults
+from ocrcli.errors import UsageError, one_line
 
 PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
 SUPPORTED = PDF_SUFFIXES | IMAGE_SUFFIXES
 MAX_IMAGE_PIXELS = 200_000_000  # larger declared sizes are refused as decompression bombs
+MAX_NAME_BYTES = 200  # an output name part; leaves room for '.md', '.pdf' and temp names (255)
 
 
 @dataclass
@@ -89,14 +94,30 @@ def in_shard(rel: str, shard: tuple[int, int] | None) -> bool:
     return digest % n == k - 1
 
 
+def path_text(path: Path | str) -> str:
+    """The path as valid UTF-8 text for JSON: a name with bytes that are not UTF-8 (Linux
+    allows them) shows them as \\xNN escapes instead of failing to serialise."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def display_path(path: Path | str) -> str:
+    """The path for a one-line message: newlines and other control characters escaped."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in path_text(path))
+
+
 def _walk(folder: Path, notices: list[str]) -> list[Path]:
     found = []
     seen_dirs: set[tuple[int, int]] = set()
     for root, dirs, files in os.walk(folder, followlinks=True, onerror=lambda e: notices.append(
-            f"skipped {e.filename}: {e.strerror}")):
-        st = os.stat(root)
+            f"skipped {display_path(e.filename)}: {e.strerror}")):
+        try:
+            st = os.stat(root)
+        except OSError as exc:  # removed or made unreachable while we walk
+            notices.append(f"skipped {display_path(root)}: {exc.strerror}")
+            dirs[:] = []
+            continue
         if (st.st_dev, st.st_ino) in seen_dirs:  # a symlink loop
-            notices.append(f"skipped {root}: folder visited twice (symlink loop)")
+            notices.append(f"skipped {display_path(root)}: folder visited twice (symlink loop)")
             dirs[:] = []
             continue
         seen_dirs.add((st.st_dev, st.st_ino))
@@ -118,12 +139,12 @@ def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
         elif glob.has_magic(item):
             matches = sorted(glob.glob(item, recursive=True))
             if not matches:
-                notices.append(f"no match for {item}")
+                notices.append(f"no match for {display_path(item)}")
             for m in matches:
                 mp = Path(m)
                 candidates.extend(_walk(mp, notices) if mp.is_dir() else [mp])
         else:
-            raise UsageError(f"input not found: {item}")
+            raise UsageError(f"input not found: {display_path(item)}")
     out, seen, unknown = [], set(), []
     for c in candidates:
         if c.suffix.lower() not in SUPPORTED:
@@ -138,16 +159,18 @@ def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
         seen.add(key)
         out.append(c)
     if len(unknown) == 1:
-        notices.append(f"skipped {unknown[0]}: not a PDF or a supported image")
+        notices.append(f"skipped {display_path(unknown[0])}: not a PDF or a supported image")
     elif unknown:
         notices.append(f"skipped {len(unknown)} files that are not PDFs or supported images "
-                       f"(first: {unknown[0]})")
+                       f"(first: {display_path(unknown[0])})")
     return out, notices
 
 
 def relative_names(paths: list[Path]) -> list[str]:
     """Output names mirroring the input tree under the inputs' common root, no extension."""
-    absolute = [p.absolute() for p in paths]
+    # abspath, not Path.absolute(): it folds 'a/../b', so a '..' in an input path can never
+    # become a '..' in an output path.
+    absolute = [Path(os.path.abspath(p)) for p in paths]
     if not absolute:
         return []
     root = Path(os.path.commonpath([str(p.parent) for p in absolute]))
@@ -157,44 +180,66 @@ def relative_names(paths: list[Path]) -> list[str]:
         rel = p.relative_to(root)
         parts = [_safe_part(x) for x in rel.with_suffix("").parts]
         name = "/".join(parts)
-        if name in used:  # a.pdf and a.png side by side
-            name = f"{name}.{p.suffix.lstrip('.').lower()}"
+        if name in used:  # a.pdf and a.png side by side, or two names that clean up alike
+            base, n = f"{name}.{_safe_part(p.suffix.lstrip('.').lower())}", 1
+            name = base
+            while name in used:
+                n += 1
+                name = f"{base}-{n}"
         used.add(name)
         names.append(name)
     return names
 
 
 def _safe_part(part: str) -> str:
-    """A path component that cannot escape the output folder or hide."""
-    cleaned = "".join("_" if (c in '\\\n\r\t\x00' or ord(c) < 32) else c for c in part)
+    """A path component that cannot escape the output folder, hide, or be too long to write."""
+    text = path_text(part)  # bytes that are not UTF-8 become visible escapes
+    cleaned = "".join("_" if (c in "\\/" or not c.isprintable()) else c for c in text)
     if cleaned in ("", ".", ".."):
         cleaned = cleaned.replace(".", "_") or "_"
+    raw = cleaned.encode("utf-8")
+    if len(raw) > MAX_NAME_BYTES:  # cut, and keep names that differ only at the end apart
+        digest = hashlib.sha1(raw).hexdigest()[:8]
+        cleaned = raw[: MAX_NAME_BYTES - 9].decode("utf-8", "ignore") + "-" + digest
     return cleaned
+
+
+def _check_file(path: Path) -> None:
+    """Only regular, non-empty, readable files are opened: a FIFO or a device named *.pdf
+    would block or never end."""
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file (a pipe, socket or device)")
+    if st.st_size == 0:
+        raise ValueError("empty file (0 bytes)")
+    faults.check_readable(path.name)
+    with path.open("rb"):  # permissions, as the OS sees them, before a library hides why
+        pass
 
 
 def open_pdf(path: Path, password: str | None) -> pdfium.PdfDocument:
     """Open a PDF or raise ValueError with a one-line reason."""
     try:
-        if path.stat().st_size == 0:
-            raise ValueError("empty file (0 bytes)")
+        _check_file(path)
         return pdfium.PdfDocument(str(path), password=password)
     except pdfium.PdfiumError as exc:
         msg = str(exc).lower()
         if "password" in msg:
             raise ValueError("encrypted PDF: pass the password with --password"
                              if not password else "encrypted PDF: the password is wrong") from None
-        raise ValueError(f"not a readable PDF ({str(exc).strip().rstrip('.')})") from None
+        raise ValueError(f"not a readable PDF ({one_line(exc).rstrip('.')})") from None
     except OSError as exc:
-        raise ValueError(f"cannot read the file: {exc.strerror or exc}") from None
+        raise ValueError(f"cannot read the file: {one_line(exc.strerror or exc)}") from None
 
 
 def open_image(path: Path) -> Image.Image:
     """Open an image or raise ValueError with a one-line reason (bombs are refused)."""
     try:
-        if path.stat().st_size == 0:
-            raise ValueError("empty file (0 bytes)")
+        _check_file(path)
         Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
-        img = Image.open(path)
+        with warnings.catch_warnings():  # the size is checked below, with a one-line reason
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
         w, h = img.size
         if w * h > MAX_IMAGE_PIXELS:
             raise ValueError(f"image of {w}x{h} pixels is larger than the {MAX_IMAGE_PIXELS:,} "
@@ -203,8 +248,10 @@ def open_image(path: Path) -> Image.Image:
     except Image.DecompressionBombError:
         raise ValueError(f"image larger than the {MAX_IMAGE_PIXELS:,} pixel limit "
                          "(decompression bomb?)") from None
-    except OSError as exc:
-        raise ValueError(f"not a readable image ({exc})") from None
+    except PermissionError as exc:
+        raise ValueError(f"cannot read the file: {one_line(exc.strerror or exc)}") from None
+    except (OSError, SyntaxError, struct.error) as exc:  # Pillow's parsers raise all three
+        raise ValueError(f"not a readable image ({one_line(exc)})") from None
 
 
 def count_pages(path: Path, kind: str, password: str | None) -> int:
@@ -215,7 +262,10 @@ def count_pages(path: Path, kind: str, password: str | None) -> int:
         finally:
             doc.close()
     img = open_image(path)
-    return getattr(img, "n_frames", 1)
+    try:
+        return getattr(img, "n_frames", 1)
+    except (OSError, SyntaxError, struct.error, EOFError) as exc:  # frames past a corrupt one
+        raise ValueError(f"not a readable image ({one_line(exc)})") from None
 
 
 def collect(inputs: list[str], pages: set[int] | None = None, shard: tuple[int, int] | None = None,

@@ -1,6 +1,8 @@
 """Output writers: per-page Markdown and JSON, per-document Markdown and manifest, and the
 run summary. Every write is atomic (a temp file in the same folder, then rename), so a crash
-or kill never leaves a half-written file, and what finished is never lost.
+or kill never leaves a half-written file, and what finished is never lost. A temp file names
+the host and process that wrote it; one left behind by a killed process is removed by the
+next run that writes beside it (never one a live process, such as another shard, is writing).
 
 Layout under OUT:
     <rel>/page-0001.md      the page's Markdown
@@ -14,13 +16,16 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
+import re
+import secrets
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import orjson
 
-from ocrcli.errors import OutputError
+from ocrcli import faults
+from ocrcli.errors import OutputError, one_line
 
 DONE_STATUSES = ("ok", "truncated", "degenerate")  # pages a rerun with the same settings skips
 
@@ -29,7 +34,7 @@ DONE_STATUSES = ("ok", "truncated", "degenerate")  # pages a rerun with the same
 class PageRecord:
     source: str
     page: int
-    status: str  # ok | failed | degenerate | truncated | timeout
+    status: str  # ok | truncated | degenerate | failed | timeout
     text: str = ""
     error: str | None = None
     width: int = 0
@@ -46,23 +51,96 @@ class PageRecord:
     quality: dict[str, float] = field(default_factory=dict)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+_TEMP = re.compile(r"^\.ocrcli-(?P<host>[A-Za-z0-9_-]{1,32})-(?P<pid>\d+)\.[^.]+\.tmp$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:32] or "host"
+
+
+def _temp_prefix() -> str:
+    # Short, so that it fits beside the longest name a file system allows.
+    return f".ocrcli-{_host()}-{os.getpid()}."
+
+
+def _create_temp(folder: Path) -> tuple[int, str]:
+    """A new temp file in `folder`. Not tempfile.mkstemp: its files are private (0600), and
+    outputs should get the usual permissions the umask gives."""
+    for _ in range(100):
+        tmp = os.path.join(folder, f"{_temp_prefix()}{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temp file name", str(folder))
+
+
+def atomic_write(path: Path, data: bytes, inject_enospc: bool = False) -> None:
+    """Write `data` to `path` through a temp file and a rename; `inject_enospc` is the test
+    hook's full disk, failing half-way like a real one."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _create_temp(path.parent)
+    except OSError as exc:
+        raise _output_error(path, exc) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(data[: len(data) // 2] if inject_enospc else data)
+            if inject_enospc:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:  # an interrupt included: never leave the temp file behind
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OutputError(f"no space left on the output device while writing {path}") from None
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise _output_error(path, exc) from None
+        raise
+
+
+def _output_error(path: Path, exc: OSError) -> OutputError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutputError(f"no space left on the output device while writing {_show(path)}")
+    return OutputError(f"cannot write {_show(path)}: {one_line(exc.strerror or exc)}")
+
+
+def _show(path: Path) -> str:
+    return one_line(os.fsencode(path).decode("utf-8", "backslashreplace"))
+
+
+def remove_stale_temps(folder: Path) -> int:
+    """Remove temp files that a killed ocrcli process on this host left in `folder`."""
+    removed = 0
+    host = _host()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        m = _TEMP.match(name)
+        if m is None or m["host"] != host or _alive(int(m["pid"])):
+            continue
+        try:
+            os.unlink(folder / name)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def write_json(path: Path, obj) -> None:
@@ -81,21 +159,36 @@ def check_writable(out: Path) -> None:
     """Fail before any work when the output folder cannot be written."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ocrcli-probe.", dir=out)
+        fd, tmp = _create_temp(out)
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        raise OutputError(f"output folder {out} is not writable: {exc.strerror or exc}") from None
+        raise OutputError(f"output folder {_show(out)} is not writable: "
+                          f"{one_line(exc.strerror or exc)}") from None
+    remove_stale_temps(out)
 
 
 class OutputTree:
+    """Everything a run writes goes through here: paths stay under the root, and the count of
+    files written drives the full-disk test hook."""
+
     def __init__(self, root: Path):
         self.root = root
+        self.files_written = 0
+        self._swept: set[Path] = set()  # folders already cleared of stale temp files
+
+    def write_bytes(self, path: Path, data: bytes) -> None:
+        atomic_write(path, data, inject_enospc=faults.enospc_due(self.files_written))
+        self.files_written += 1
+
+    def write_json(self, path: Path, obj) -> None:
+        self.write_bytes(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+                         + b"\n")
 
     def doc_dir(self, rel: str) -> Path:
         path = (self.root / rel).resolve()
         if not path.is_relative_to(self.root.resolve()):  # names are sanitised; be sure anyway
-            raise OutputError(f"refusing to write outside {self.root}: {rel}")
+            raise OutputError(f"refusing to write outside {_show(self.root)}: {_show(rel)}")
         return path
 
     def page_stem(self, rel: str, page: int) -> Path:
@@ -110,9 +203,9 @@ class OutputTree:
     def write_page(self, rel: str, record: PageRecord, formats: set[str]) -> None:
         stem = self.page_stem(rel, record.page)
         if "md" in formats:
-            atomic_write(stem.with_suffix(".md"), record.text.encode("utf-8"))
+            self.write_bytes(stem.with_suffix(".md"), record.text.encode("utf-8"))
         # The JSON is written last: its presence with a matching fingerprint marks the page done.
-        write_json(stem.with_suffix(".json"), asdict(record))
+        self.write_json(stem.with_suffix(".json"), asdict(record))
 
     def write_document(self, rel: str, source: str, page_count: int, fingerprint: str,
                        error: str | None = None) -> dict:
@@ -128,10 +221,15 @@ class OutputTree:
             pages[str(n)] = record.get("status", "missing")
             md = stem.with_suffix(".md")
             if record.get("status") in DONE_STATUSES and md.exists():
-                parts.append(f"<!-- page {n} -->\n\n" + md.read_text(encoding="utf-8").strip())
+                text = md.read_text(encoding="utf-8", errors="replace").strip()
+                parts.append(f"<!-- page {n} -->\n\n" + text)
         manifest = {"source": source, "page_count": page_count, "fingerprint": fingerprint,
                     "pages": pages, "error": error}
-        write_json(folder / "manifest.json", manifest)
+        self.write_json(folder / "manifest.json", manifest)
         if parts:
-            atomic_write(folder.with_name(folder.name + ".md"), ("\n\n".join(parts) + "\n").encode())
+            self.write_bytes(folder.with_name(folder.name + ".md"), ("\n\n".join(parts) + "\n").encode())
+        for where in (folder, folder.parent):
+            if where not in self._swept:
+                self._swept.add(where)
+                remove_stale_temps(where)
         return manifest

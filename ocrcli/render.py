@@ -4,20 +4,44 @@ PDFium is not thread-safe, so each worker is a process that opens a document onc
 its pages on demand. At most `prefetch` pages are in flight, so memory stays flat however many
 pages a PDF has; results come back in submission order. A page that cannot be rendered comes
 back with its reason instead of an image.
+
+Hostile documents are contained here. A worker's address space is capped, so a decompression
+bomb inside a PDF fails its page instead of exhausting the machine. A render that runs past
+`page_timeout` is abandoned: its worker is killed and replaced, and the page comes back as
+timed out. A worker that dies (a crash in PDFium, the OOM killer) is replaced, and the page it
+was rendering fails with that reason.
+
+Why not ProcessPoolExecutor: it cannot stop one task or kill one worker, and killing its
+workers can deadlock it for good (its result pipe is shared, and a worker killed half-way
+through sending a page image leaves a message that never ends). Here each worker has its own
+pipe, so the parent always knows which page a worker holds, and a dead worker's pipe simply
+ends.
 """
 
 from __future__ import annotations
 
+import atexit
+import math
 import multiprocessing as mp
+import os
+import signal
+import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from PIL import Image, ImageOps
 
+from ocrcli import faults
+from ocrcli.errors import one_line
 from ocrcli.inputs import PageRef, open_image, open_pdf
+
+# A worker's address-space cap: far above what a legitimate page needs (a 200-megapixel image
+# decodes in under 1 GiB), far below what a bomb would take.
+WORKER_MEMORY_LIMIT = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -25,6 +49,7 @@ class RenderSettings:
     dpi: int = 144
     max_pixels: int = 12_000_000
     password: str | None = None
+    page_timeout: float | None = None  # seconds; None: no limit
 
 
 @dataclass
@@ -33,6 +58,8 @@ class PageImage:
     image: Image.Image | None  # RGB
     dpi: float
     error: str | None = None
+    timed_out: bool = False
+    render_seconds: float = 0.0
 
 
 class _DocCache:
@@ -44,64 +71,175 @@ class _DocCache:
 
     def get(self, path: Path, password: str | None):
         if self.path != path:
-            if self.doc is not None:
-                self.doc.close()
-            self.doc, self.path = None, None
+            self.close()
             self.doc = open_pdf(path, password)
             self.path = path
         return self.doc
+
+    def close(self) -> None:
+        if self.doc is not None:
+            self.doc.close()
+        self.doc, self.path = None, None
 
 
 _cache = _DocCache()  # one per worker process
 
 
+def _worker_init() -> None:
+    """Runs first in every worker process."""
+    # Ctrl-C reaches the whole process group; the parent decides what an interrupt means.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Close the open PDF before PDFium's own exit hook, which would warn about it on stderr.
+    atexit.register(_cache.close)
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = WORKER_MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(hard, WORKER_MEMORY_LIMIT)
+        if soft == resource.RLIM_INFINITY or soft > limit:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):  # not on this platform: no cap
+        pass
+    # A killed parent (kill -9) cannot shut its workers down, and a worker blocked on its task
+    # queue would wait forever: leave with the parent.
+    parent = mp.parent_process()
+    if parent is not None:
+        threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
+
+
+def _fit_scale(width: float, height: float, scale: float, max_pixels: int) -> float:
+    if width * height * scale * scale > max_pixels:
+        scale = (max_pixels / (width * height)) ** 0.5
+    return scale
+
+
+def _render_image(ref: PageRef, settings: RenderSettings) -> PageImage:
+    img = open_image(ref.path)
+    img.seek(ref.page - 1)
+    w, h = img.size
+    if w * h > settings.max_pixels:
+        # Shrink before converting: a big scan is decoded once at full size, never copied at
+        # full size (JPEG decodes at a smaller size directly through draft mode).
+        factor = max(1, math.floor((w * h / settings.max_pixels) ** 0.5))
+        img.draft("RGB", (w // factor, h // factor))
+        if img.size == (w, h) and factor > 1:
+            img = img.reduce(factor)
+    img = ImageOps.exif_transpose(img.convert("RGB") if img.mode not in ("RGB", "L") else img)
+    img = img.convert("RGB")
+    w, h = img.size
+    if w * h > settings.max_pixels:
+        f = (settings.max_pixels / (w * h)) ** 0.5
+        img = img.resize((max(1, int(w * f)), max(1, int(h * f))), Image.LANCZOS)
+    dpi = img.info.get("dpi", (settings.dpi, settings.dpi))[0] if hasattr(img, "info") else 0
+    try:
+        dpi = float(dpi or 0)
+    except (TypeError, ValueError):  # a malformed dpi tag
+        dpi = 0.0
+    return PageImage(ref, img, dpi if math.isfinite(dpi) else 0.0)
+
+
 def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
     """Render one page (in a worker). Errors become a one-line reason."""
+    t0 = time.perf_counter()
     try:
+        faults.render_fault(ref.page)
         if ref.kind == "pdf":
             page = _cache.get(ref.path, settings.password)[ref.page - 1]
             w_pt, h_pt = page.get_size()
-            scale = settings.dpi / 72
-            if w_pt * h_pt * scale * scale > settings.max_pixels:
-                scale = (settings.max_pixels / (w_pt * h_pt)) ** 0.5
+            if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
+                raise ValueError(f"the page has no area ({w_pt:g} x {h_pt:g} points)")
+            scale = _fit_scale(w_pt, h_pt, settings.dpi / 72, settings.max_pixels)
             # PDFium applies the page's own /Rotate when rendering.
             image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
             page.close()
-            return PageImage(ref, image, scale * 72)
-        img = open_image(ref.path)
-        img.seek(ref.page - 1)
-        img = ImageOps.exif_transpose(img.convert("RGB") if img.mode not in ("RGB", "L") else img)
-        img = img.convert("RGB")
-        w, h = img.size
-        if w * h > settings.max_pixels:
-            f = (settings.max_pixels / (w * h)) ** 0.5
-            img = img.resize((max(1, int(w * f)), max(1, int(h * f))), Image.LANCZOS)
-        dpi = img.info.get("dpi", (settings.dpi, settings.dpi))[0] if hasattr(img, "info") else 0
-        return PageImage(ref, img, float(dpi or 0))
+            result = PageImage(ref, image, scale * 72)
+        else:
+            result = _render_image(ref, settings)
     except ValueError as exc:
-        return PageImage(ref, None, 0, str(exc))
+        result = PageImage(ref, None, 0, one_line(exc))
+    except MemoryError:
+        result = PageImage(ref, None, 0, "cannot render page: it needs more memory than a "
+                                         f"render worker may use ({WORKER_MEMORY_LIMIT >> 30} GiB)")
     except Exception as exc:  # a broken page must not kill the run
-        return PageImage(ref, None, 0, f"cannot render page: {type(exc).__name__}: {exc}".strip())
+        result = PageImage(ref, None, 0, one_line(f"cannot render page: {type(exc).__name__}: {exc}"))
+    result.render_seconds = time.perf_counter() - t0
+    return result
+
+
+def _worker_main(conn: Connection, settings: RenderSettings) -> None:
+    """A worker: render each PageRef the parent sends until it sends None or goes away."""
+    _worker_init()
+    while True:
+        try:
+            ref = conn.recv()
+        except (EOFError, OSError):
+            return
+        if ref is None:
+            return
+        conn.send(render_page(ref, settings))
+
+
+class _Worker:
+    """One render process and its own pipe."""
+
+    def __init__(self, settings: RenderSettings):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, settings), daemon=True,
+                                   name="ocrcli-render")
+        self.process.start()
+        child.close()  # only the worker may hold its end: its death must end the pipe
+        self.job: _Job | None = None
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+@dataclass
+class _Job:
+    ref: PageRef
+    result: PageImage | None = None
+    worker: _Worker | None = None
+    started: float = 0.0  # when its worker took it: the page-timeout clock
 
 
 class Renderer:
-    """Renders pages ahead of the engine in `workers` processes (0: in this process)."""
+    """Renders pages ahead of the engine in `workers` processes (0: in this process, where
+    neither a timeout nor a crash can be contained)."""
 
     def __init__(self, settings: RenderSettings, workers: int = 1, prefetch: int = 4):
         self.settings = settings
         self.workers = workers
         self.prefetch = max(1, prefetch)
-        self.pool: ProcessPoolExecutor | None = None
-        if workers > 0:
-            self.pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+        self.pool: list[_Worker] = []  # started on first use
+        self.replaced = 0  # workers killed (timeout) or lost (crash), for the summary
 
     def stream(self, refs: Iterable[PageRef]) -> RenderStream:
         return RenderStream(self, iter(refs))
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        """Stop the workers. They are killed, not asked: one may be stuck in a page, and none
+        holds anything worth waiting for."""
+        for worker in self.pool:
+            worker.kill()
+        self.pool = []
+
+    def idle_worker(self) -> _Worker | None:
+        for worker in self.pool:
+            if worker.job is None:
+                return worker
+        if len(self.pool) < self.workers:
+            self.pool.append(_Worker(self.settings))
+            return self.pool[-1]
+        return None
+
+    def retire(self, worker: _Worker, replaced: bool = True) -> None:
+        """Kill a worker that hangs, or bury one that died; a new one starts when needed."""
+        worker.kill()
+        self.pool.remove(worker)
+        self.replaced += int(replaced)
 
 
 class RenderStream:
@@ -110,9 +248,36 @@ class RenderStream:
     def __init__(self, renderer: Renderer, refs: Iterator[PageRef]):
         self.r = renderer
         self.refs = refs
-        self.pending: deque[Future | PageImage] = deque()
+        self.pending: deque[_Job] = deque()
         self.exhausted = False
         self._fill()
+
+    @property
+    def done(self) -> bool:
+        return self.exhausted and not self.pending
+
+    def stop(self) -> None:
+        """Admit no more pages (an interrupt); pages in flight are dropped."""
+        self.exhausted = True
+        self.pending.clear()
+        for worker in list(self.r.pool):
+            if worker.job is not None:  # its answer would arrive for a job that is gone
+                self.r.retire(worker, replaced=False)
+
+    def poll(self, block: bool) -> PageImage | None:
+        """The next page if it is ready (or, with block, once it is); None otherwise."""
+        while self.pending:
+            self._collect(0)
+            self._dispatch()
+            head = self.pending[0]
+            if head.result is not None:
+                self.pending.popleft()
+                self._fill()
+                return head.result
+            if not block:
+                return None
+            self._collect(self._until_next_deadline())
+        return None
 
     def _fill(self) -> None:
         while not self.exhausted and len(self.pending) < self.r.prefetch:
@@ -120,34 +285,67 @@ class RenderStream:
             if ref is None:
                 self.exhausted = True
                 break
-            if self.r.pool is None:
-                self.pending.append(render_page(ref, self.r.settings))
-            else:
-                self.pending.append(self.r.pool.submit(render_page, ref, self.r.settings))
+            job = _Job(ref)
+            if self.r.workers == 0:
+                job.result = render_page(ref, self.r.settings)
+            self.pending.append(job)
+        self._dispatch()
 
-    def stop(self) -> None:
-        """Admit no more pages (an interrupt); pages already rendered are dropped."""
-        self.exhausted = True
-        for f in self.pending:
-            if isinstance(f, Future):
-                f.cancel()
-        self.pending.clear()
+    def _dispatch(self) -> None:
+        """Give waiting jobs, oldest first, to idle workers."""
+        for job in self.pending:
+            if job.result is not None or job.worker is not None:
+                continue
+            worker = self.r.idle_worker()
+            if worker is None:
+                return
+            try:
+                worker.conn.send(job.ref)
+            except OSError:  # it died while idle: replace it, try again on the next pass
+                self.r.retire(worker)
+                return
+            worker.job, job.worker, job.started = job, worker, time.perf_counter()
 
-    @property
-    def done(self) -> bool:
-        return self.exhausted and not self.pending
-
-    def poll(self, block: bool) -> PageImage | None:
-        """The next page if it is ready (or, with block, once it is); None otherwise."""
-        if not self.pending:
+    def _until_next_deadline(self) -> float | None:
+        timeout = self.r.settings.page_timeout
+        running = [j.started for j in self.pending if j.worker is not None]
+        if timeout is None or not running:
             return None
-        head = self.pending[0]
-        if isinstance(head, Future):
-            if not block and not head.done():
-                return None
-            result = head.result()
+        return max(0.0, min(running) + timeout - time.perf_counter())
+
+    def _collect(self, wait_s: float | None) -> None:
+        """Take in finished pages and dead workers (waiting up to `wait_s`), and stop renders
+        that ran out of time."""
+        busy = [w for w in self.r.pool if w.job is not None]
+        if busy:
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], wait_s))
+            for worker in busy:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    self._receive(worker)
+        timeout = self.r.settings.page_timeout
+        if timeout is None:
+            return
+        now = time.perf_counter()
+        for job in self.pending:
+            if job.worker is not None and now - job.started >= timeout:
+                job.result = PageImage(job.ref, None, 0, f"rendering took longer than "
+                                       f"--page-timeout {timeout:g}s; abandoned", timed_out=True,
+                                       render_seconds=now - job.started)
+                worker, job.worker = job.worker, None
+                self.r.retire(worker)
+
+    def _receive(self, worker: _Worker) -> None:
+        job = worker.job
+        try:
+            result = worker.conn.recv() if worker.conn.poll() else None
+        except (EOFError, OSError):  # it died part-way through sending
+            result = None
+        worker.job, job.worker = None, None
+        if result is None:
+            job.result = PageImage(job.ref, None, 0, "cannot render page: the renderer process "
+                                   "died on it (a crash, or out of memory)")
+            self.r.retire(worker)
         else:
-            result = head
-        self.pending.popleft()
-        self._fill()
-        return result
+            job.result = result
+            if not worker.process.is_alive():  # it sent its page, then died
+                self.r.retire(worker)

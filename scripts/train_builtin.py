@@ -28,12 +28,14 @@ def main() -> None:
     ap.add_argument("--init", type=Path, help="start the head stages from this main checkpoint")
     ap.add_argument("--export", type=Path, help="write the final model into this folder")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--eval-every", type=float, default=5.0, help="minutes of training between evaluations")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     trainer = Trainer(args.out)
     curriculum = not args.fixed_weights
     if args.init is None:
-        trainer.run_stage(StageConfig("main", args.main_minutes, lr=1.5e-3, warmup_steps=300))
+        trainer.run_stage(StageConfig("main", args.main_minutes, lr=1.5e-3, warmup_steps=300,
+                                      eval_every_min=args.eval_every))
     main_ckpt = args.init or args.out / "main.pt"
     if args.head_minutes > 0:
         trainer.run_stage(StageConfig("head", args.head_minutes, lr=1e-3, warmup_steps=100,

@@ -92,7 +92,19 @@ class KVCache(nn.Module):
         rows = slots[:, None].expand_as(positions)  # [B,T]
         self.k[rows, :, positions] = k.transpose(1, 2)
         self.v[rows, :, positions] = v.transpose(1, 2)
-        return self.k[slots], self.v[slots]
+        return select_slots(self.k, slots), select_slots(self.v, slots)
+
+
+def select_slots(buffer: torch.Tensor, slots: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """buffer's rows `slots` along `dim`: a view when they are a contiguous run (the usual
+    case for a full batch), a gather otherwise. The check reads CPU tensors only, so a CUDA
+    step stays free of host syncs (and gathers)."""
+    if slots.device.type == "cpu" and slots.numel() > 0:
+        first = int(slots[0])
+        n = slots.numel()
+        if int(slots[-1]) - first == n - 1 and (n < 3 or bool((slots.diff() == 1).all())):
+            return buffer.narrow(dim, first, n)
+    return buffer.index_select(dim, slots)
 
 
 def cache_mask(positions: torch.Tensor, max_len: int) -> torch.Tensor:

@@ -25,6 +25,7 @@ from ocrcli.models.layers import (
     KVCache,
     RMSNorm,
     SwiGLU,
+    select_slots,
     sinusoid_table,
 )
 
@@ -224,7 +225,8 @@ class BuiltinOCR(nn.Module):
         self.mem_valid = torch.zeros(slots, c.max_visual, dtype=torch.bool, device=p.device)
 
     def _mem(self, index: int, slots: torch.Tensor):
-        return self.mem_k[index, slots], self.mem_v[index, slots], self.mem_valid[slots][:, None, None, :]
+        return (select_slots(self.mem_k[index], slots), select_slots(self.mem_v[index], slots),
+                select_slots(self.mem_valid, slots)[:, None, None, :])
 
     @torch.no_grad()
     def prefill(self, slots: torch.Tensor, requests: list[DecodeRequest]):

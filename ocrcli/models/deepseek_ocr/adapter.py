@@ -16,7 +16,14 @@ from PIL import Image
 from ..base import DecodeRequest, GuardConfig
 from .config import DEEPSEEK_OCR, JINA_OCR_V1, DeepseekOcrConfig
 from .postprocess import clean_markdown
-from .preprocess import MODES, ImageMode, PageVisual, placeholder_count, preprocess_page
+from .preprocess import (
+    MODES,
+    ImageMode,
+    PageVisual,
+    compressed_side,
+    placeholder_count,
+    preprocess_page,
+)
 from .tokenizer import OcrTokenizer
 
 IMAGE_MARKER = "<image>"
@@ -85,6 +92,19 @@ class DeepseekOcrPageAdapter:
     def __post_init__(self) -> None:
         if not self.instruction:
             self.instruction = default_instruction(self.config.arch)
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        """An upper bound on a page's prompt length, for sizing the static caches: the global
+        view with its newlines and separator, `max_tiles` tiles with theirs, and the text."""
+        mode = self.mode.scaled(self.config.image_size_scale)
+        patch = self.config.sam.patch_size
+        q = compressed_side(mode.base_size if mode.crop else mode.image_size, patch)
+        count = q * (q + 1) + 1
+        if mode.crop:
+            t = compressed_side(mode.image_size, patch)
+            count += self.max_tiles * (t * t + t)
+        return count + 64
 
     def preprocess(self, image: Image.Image) -> PageVisual:
         return preprocess_page(

@@ -1,0 +1,132 @@
+"""The driver's bookkeeping of a run whose pages are decoded and written elsewhere.
+
+Workers write page files; the driver only hears which page ended how. From that it finishes
+each document the moment its last page lands (manifest and combined Markdown, as `convert`
+does), keeps the failures and counts, and builds `summary.json` with `convert`'s fields.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from ocrcli import __version__
+from ocrcli.convert import CONVERTED
+from ocrcli.errors import ExitCode
+from ocrcli.inputs import Document, display_path, path_text
+from ocrcli.output import OutputTree
+from ocrcli.progress import Reporter
+
+
+@dataclass(frozen=True)
+class DocumentWork:
+    """The pages of one document that the run still has to convert."""
+
+    index: int  # position in the run's document list
+    document: Document
+    pages: list[int]
+
+
+@dataclass(frozen=True)
+class PageOutcome:
+    """What a worker reports back for one written page."""
+
+    doc_index: int
+    page: int
+    status: str  # ok | truncated | degenerate | failed | timeout
+    error: str | None = None
+    tokens: int = 0
+    verify_steps: int = 0
+
+
+class RunLedger:
+    def __init__(self, tree: OutputTree, docs: list[Document], fingerprint: str, model_id: str,
+                 reporter: Reporter):
+        self.tree = tree
+        self.docs = docs
+        self.fingerprint = fingerprint
+        self.model_id = model_id
+        self.report = reporter
+        self.remaining: dict[int, int] = {}  # document index -> pages not yet written
+        self.failures: list[dict] = []
+        self.counts: Counter = Counter()
+        self.skipped = 0
+
+    def plan(self, resume: bool) -> list[DocumentWork]:
+        """What is left to do; records unreadable documents and finishes complete ones."""
+        work: list[DocumentWork] = []
+        for i, doc in enumerate(self.docs):
+            if doc.error:
+                self.failures.append({"source": path_text(doc.path), "page": None,
+                                      "error": doc.error})
+                self.report.problem(f"{display_path(doc.path)}: {doc.error}")
+                continue
+            todo = [p for p in doc.pages
+                    if not (resume and self.tree.is_done(doc.rel, p, self.fingerprint))]
+            self.skipped += len(doc.pages) - len(todo)
+            if todo:
+                work.append(DocumentWork(i, doc, todo))
+                self.remaining[i] = len(todo)
+        self.report.start(len(self.docs), sum(len(w.pages) for w in work))
+        for i, doc in enumerate(self.docs):
+            if i not in self.remaining:
+                self._finish_document(doc)
+        return work
+
+    def page_written(self, outcome: PageOutcome) -> None:
+        doc = self.docs[outcome.doc_index]
+        self.counts[outcome.status] += 1
+        self.counts["tokens"] += outcome.tokens
+        self.counts["verify_steps"] += outcome.verify_steps
+        if outcome.status not in CONVERTED:
+            self.failures.append({"source": path_text(doc.path), "page": outcome.page,
+                                  "status": outcome.status, "error": outcome.error})
+            self.report.problem(f"{display_path(doc.path)} page {outcome.page}: {outcome.error}")
+        self.report.page(outcome.tokens, outcome.verify_steps)
+        self.remaining[outcome.doc_index] -= 1
+        if self.remaining[outcome.doc_index] == 0:
+            del self.remaining[outcome.doc_index]
+            self._finish_document(doc)
+
+    def finish_remaining(self) -> None:
+        """After an interrupt: manifests for documents cut short, listing their missing pages."""
+        for i in list(self.remaining):
+            self._finish_document(self.docs[i])
+        self.remaining.clear()
+
+    def _finish_document(self, doc: Document) -> None:
+        source = path_text(doc.path)
+        if doc.error:
+            self.tree.write_document(doc.rel, source, 0, self.fingerprint, doc.error)
+            self.report.document(display_path(doc.path), {}, doc.error)
+            return
+        manifest = self.tree.write_document(doc.rel, source, doc.page_count, self.fingerprint)
+        self.report.document(display_path(doc.path),
+                             {str(p): manifest["pages"][str(p)] for p in doc.pages}, None)
+
+    def exit_code(self, interrupted: bool) -> ExitCode:
+        if interrupted:
+            return ExitCode.interrupted
+        return ExitCode.pages_failed if self.failures else ExitCode.ok
+
+    def summary(self, elapsed: float, interrupted: bool) -> dict:
+        c = self.counts
+        converted = sum(c[s] for s in CONVERTED)
+        return {
+            "ocrcli_version": __version__,
+            "model": self.model_id,
+            "fingerprint": self.fingerprint,
+            "documents": len(self.docs),
+            "documents_failed": sum(1 for d in self.docs if d.error),
+            # failed counts every page not converted; timeout is the part that ran out of time
+            "pages": {"converted": converted, "skipped": self.skipped,
+                      "failed": c["failed"] + c["timeout"], "timeout": c["timeout"],
+                      "ok": c["ok"], "truncated": c["truncated"], "degenerate": c["degenerate"]},
+            "failures": self.failures,
+            "interrupted": interrupted,
+            "seconds": round(elapsed, 3),
+            "pages_per_s": round(converted / elapsed, 4) if elapsed > 0 else 0.0,
+            "tokens_per_s": round(c["tokens"] / elapsed, 2) if elapsed > 0 else 0.0,
+            "mean_accepted": round(c["tokens"] / c["verify_steps"], 3) if c["verify_steps"] else 0.0,
+            "exit_code": int(self.exit_code(interrupted)),
+        }

@@ -1,0 +1,143 @@
+"""Decoding speed: greedy vs speculative, side by side in one run, on real inputs.
+
+    python scripts/bench_decode.py                          # built-in model on samples/
+    python scripts/bench_decode.py --json
+    python scripts/bench_decode.py --oracle-acceptance 1.0 --json   # engine overhead alone
+
+Pages are rendered and split into requests once; then the same requests are decoded with
+greedy (`--draft-depth 0`), fixed K = 1..6 and confidence-gated drafting, at batch 1 and at
+batch 8. Every output is checked against greedy's. `--oracle-acceptance P` replaces the head
+with a drafter that proposes the model's own greedy token with probability P.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import torch
+
+from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy, OracleProposer
+from ocrcli.engine.scheduler import Engine, list_source
+from ocrcli.inputs import PageRef, collect
+from ocrcli.models.base import DecodeRequest
+from ocrcli.models.registry import load_model
+from ocrcli.render import RenderSettings, render_page
+
+
+def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int) -> list[DecodeRequest]:
+    docs, _ = collect(inputs)
+    reqs: list[DecodeRequest] = []
+    n = 0
+    for i, doc in enumerate(docs):
+        for p in doc.pages:
+            if n >= max_pages or doc.error:
+                break
+            img = render_page(PageRef(i, doc.path, doc.kind, p), RenderSettings())
+            if img.image is None:
+                continue
+            for j, r in enumerate(loaded.adapter.page_requests(img.image, max_new)):
+                r.key = (n, j)
+                reqs.append(r)
+            n += 1
+    return reqs
+
+
+def run(loaded, reqs, batch: int, policy: DraftPolicy, max_new: int, proposer=None):
+    engine = Engine(loaded.model, batch, max_new, policy, loaded.guard, proposer=proposer)
+    t0 = time.perf_counter()
+    results = list(engine.run(list_source(reqs)))
+    seconds = time.perf_counter() - t0
+    tokens = sum(r.stats.tokens for r in results)
+    steps = sum(r.stats.verify_steps for r in results)
+    outputs = {r.key: (r.tokens, r.status) for r in results}
+    depth_hits = {}
+    for r in results:
+        for acc, count in r.stats.accepted_hist.items():
+            depth_hits[acc] = depth_hits.get(acc, 0) + count
+    return outputs, seconds, tokens, steps, depth_hits
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inputs", nargs="*", default=["samples"])
+    ap.add_argument("--model", default="builtin")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--oracle-acceptance", type=float, default=None)
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--depths", default="1,2,3,4,5,6")
+    ap.add_argument("--gates", default="", help="extra gated settings 'p:q,...' to compare")
+    ap.add_argument("--max-pages", type=int, default=6)
+    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--repeats", type=int, default=2, help="best of N timings per row")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    loaded = load_model(args.model, "cpu")
+    reqs = page_requests(loaded, args.inputs, args.max_pages, args.max_new_tokens)
+    if not reqs:
+        print("no requests: no readable pages in the inputs", file=sys.stderr)
+        return 2
+    head_depth = loaded.model.max_draft_depth
+    depths = [int(d) for d in args.depths.split(",")]
+    modes: list[tuple[str, DraftPolicy]] = [("greedy", DraftPolicy(0))]
+    if args.oracle_acceptance is not None:
+        modes += [(f"K={k}", DraftPolicy(k)) for k in depths]
+    else:
+        modes += [(f"K={k}", DraftPolicy(k)) for k in depths if k <= head_depth]
+        modes.append(("gated", DraftPolicy(head_depth, GATED_DEFAULT.min_prob,
+                                           GATED_DEFAULT.min_path_prob)))
+        for g in filter(None, args.gates.split(",")):
+            p, q = (float(x) for x in g.split(":"))
+            modes.append((f"gated({p},{q})", DraftPolicy(head_depth, p, q)))
+    rows, identical = [], True
+    reference = None
+    for batch in [int(b) for b in args.batches.split(",")]:
+        run(loaded, reqs[: min(len(reqs), 2 * batch)], batch, DraftPolicy(0), args.max_new_tokens)
+        greedy_s = None
+        for name, policy in modes:
+            best = None
+            for _ in range(args.repeats):
+                proposer = None
+                if args.oracle_acceptance is not None and policy.max_depth > 0:
+                    proposer = OracleProposer(reference, args.oracle_acceptance,
+                                              loaded.model.vocab_size)
+                got = run(loaded, reqs, batch, policy, args.max_new_tokens, proposer)
+                if best is None or got[1] < best[1]:
+                    best = got
+            outputs, seconds, tokens, steps, hist = best
+            if name == "greedy":
+                greedy_s = seconds
+                if reference is None:
+                    reference = {k: t + [loaded.model.eos_id] for k, (t, _) in outputs.items()}
+                    greedy_outputs = outputs
+            same = outputs == greedy_outputs
+            identical &= same
+            rows.append({"batch": batch, "mode": name, "tokens_per_s": round(tokens / seconds, 1),
+                         "mean_accepted": round(tokens / steps, 3), "speedup": round(greedy_s / seconds, 3),
+                         "identical": same, "seconds": round(seconds, 3),
+                         "accepted_histogram": {str(k): v for k, v in sorted(hist.items())}})
+    best = {b: max((r["speedup"] for r in rows if r["batch"] == b and r["mode"] != "greedy"), default=1.0)
+            for b in {r["batch"] for r in rows}}
+    result = {"model": loaded.model_id, "requests": len(reqs),
+              "oracle_acceptance": args.oracle_acceptance, "threads": torch.get_num_threads(),
+              "identical": identical, "rows": rows,
+              "best_speedup_batch1": best.get(1), "best_speedup_batch8": best.get(8)}
+    if args.json:
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(f"{'batch':>5} {'mode':<16} {'tok/s':>9} {'tok/verify':>10} {'speedup':>8} identical")
+        for r in rows:
+            print(f"{r['batch']:>5} {r['mode']:<16} {r['tokens_per_s']:>9.1f} "
+                  f"{r['mean_accepted']:>10.2f} {r['speedup']:>7.2f}x {r['identical']}")
+        print(f"identical to greedy: {identical}; best speedup batch 1: {best.get(1)}, "
+              f"batch 8: {best.get(8)}")
+    return 0 if identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

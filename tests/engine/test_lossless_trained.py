@@ -1,0 +1,40 @@
+"""Losslessness on the shipped, trained built-in model, in float32, on real sample pages."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
+from ocrcli.inputs import PageRef
+from ocrcli.models.builtin import BUILTIN_DIR, load
+from ocrcli.render import RenderSettings, render_page
+from tests.conftest import SAMPLES
+from tests.engine.conftest import decode
+
+
+@pytest.fixture(scope="module")
+def sample_lines():
+    loaded = load(BUILTIN_DIR)
+    reqs = []
+    for name, page in [("report.pdf", 1), ("scanned-invoice.pdf", 1)]:
+        img = render_page(PageRef(0, SAMPLES / name, "pdf", page), RenderSettings()).image
+        reqs += loaded.adapter.page_requests(img, 160)
+    for i, r in enumerate(reqs):
+        r.key = i
+    return loaded, reqs
+
+
+@pytest.mark.slow
+def test_trained_model_spec_equals_greedy(sample_lines):
+    loaded, reqs = sample_lines
+    model = loaded.model
+    ref, _ = decode(model, reqs, batch_size=8)
+    alone, _ = decode(model, reqs[:3], batch_size=1)
+    assert all(alone[k] == ref[k] for k in alone)
+    policies = [DraftPolicy(k) for k in range(1, model.max_draft_depth + 1)]
+    policies.append(DraftPolicy(model.max_draft_depth, GATED_DEFAULT.min_prob,
+                                GATED_DEFAULT.min_path_prob))
+    for policy in policies:
+        for batch in (1, 8):
+            spec, results = decode(model, reqs if batch == 8 else reqs[:6], policy, batch_size=batch)
+            assert all(spec[k] == ref[k] for k in spec), (policy, batch)

@@ -1,0 +1,48 @@
+from PIL import Image
+
+from ocrcli.inputs import PageRef
+from ocrcli.render import Renderer, RenderSettings, render_page
+from tests.conftest import SAMPLES
+
+
+def test_pdf_page_renders_at_dpi_and_pixel_cap():
+    ref = PageRef(0, SAMPLES / "report.pdf", "pdf", 2)
+    img = render_page(ref, RenderSettings(dpi=144))
+    assert img.error is None and img.image.size == (1224, 1584)
+    capped = render_page(ref, RenderSettings(dpi=144, max_pixels=500_000))
+    w, h = capped.image.size
+    assert w * h <= 500_000 and w > 500
+
+
+def test_bad_page_becomes_a_reason_not_an_exception(tmp_path):
+    bad = tmp_path / "x.pdf"
+    bad.write_bytes(b"%PDF-1.7\n garbage")
+    img = render_page(PageRef(0, bad, "pdf", 1), RenderSettings())
+    assert img.image is None and "PDF" in img.error
+
+
+def test_rotated_pdf_page_is_honoured(tmp_path):
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(SAMPLES / "report.pdf"))
+    doc[0].set_rotation(90)
+    path = tmp_path / "rot.pdf"
+    doc.save(str(path))
+    img = render_page(PageRef(0, path, "pdf", 1), RenderSettings(dpi=72))
+    assert img.image.size == (792, 612)
+
+
+def test_stream_keeps_order_with_worker_processes(tmp_path):
+    refs = [PageRef(0, SAMPLES / "report.pdf", "pdf", p) for p in (3, 1, 2)]
+    refs.append(PageRef(1, SAMPLES / "reading-order.png", "image", 1))
+    renderer = Renderer(RenderSettings(dpi=72), workers=1, prefetch=2)
+    try:
+        stream = renderer.stream(refs)
+        got = []
+        while not stream.done:
+            page = stream.poll(block=True)
+            got.append(page)
+    finally:
+        renderer.close()
+    assert [g.ref for g in got] == refs
+    assert all(isinstance(g.image, Image.Image) for g in got)
