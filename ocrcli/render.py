@@ -169,6 +169,7 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
 def _worker_main(conn: Connection, settings: RenderSettings) -> None:
     """A worker: render each PageRef the parent sends until it sends None or goes away."""
     _worker_init()
+    conn.send("ready")  # starting a process can take seconds; no page's clock runs meanwhile
     while True:
         try:
             ref = conn.recv()
@@ -337,15 +338,20 @@ class RenderStream:
     def _receive(self, worker: _Worker) -> None:
         job = worker.job
         try:
-            result = worker.conn.recv() if worker.conn.poll() else None
-        except (EOFError, OSError):  # it died part-way through sending
-            result = None
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                if isinstance(message, str):  # "ready": the page's clock starts now
+                    job.started = time.perf_counter()
+                    continue
+                worker.job, job.worker, job.result = None, None, message
+                if not worker.process.is_alive():  # it sent its page, then died
+                    self.r.retire(worker)
+                return
+        except Exception:  # it died part-way through sending (EOF), or sent garbage
+            pass
+        if worker.process.is_alive():
+            return
         worker.job, job.worker = None, None
-        if result is None:
-            job.result = PageImage(job.ref, None, 0, "cannot render page: the renderer process "
-                                   "died on it (a crash, or out of memory)")
-            self.r.retire(worker)
-        else:
-            job.result = result
-            if not worker.process.is_alive():  # it sent its page, then died
-                self.r.retire(worker)
+        job.result = PageImage(job.ref, None, 0, "cannot render page: the renderer process "
+                               "died on it (a crash, or out of memory)")
+        self.r.retire(worker)

@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pypdfium2 as pdfium
 
-from ocrcli.convert import ConvertSettings, Converter
+from ocrcli.convert import Converter, ConvertSettings
 from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef

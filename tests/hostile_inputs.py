@@ -104,6 +104,15 @@ def small_text_pdf(pages: int = 1, lines: int = 3, seed: int = 0) -> bytes:
                                     for i in range(lines)]) for p in range(pages)])
 
 
+def sparse_text_pdf(pages: int, every: int = 4, seed: int = 0) -> bytes:
+    """Mostly blank pages, with one short line on every `every`-th page: a long document
+    that a slow CPU still converts in seconds (blank pages need no decoding)."""
+    rng = random.Random(seed)
+    words = "alpha beta gamma delta robust input page line".split()
+    return pages_pdf([text_content([f"{p + 1} " + " ".join(rng.choices(words, k=3))])
+                      if p % every == 0 else None for p in range(pages)])
+
+
 # --------------------------------------------------------------------------- PDF families
 
 
@@ -509,8 +518,9 @@ def special_files(folder: Path, good_pdf: bytes) -> list[Hostile]:
         out.append(_h(folder / name, f"symlink-{name}", FAIL))
     (folder / "real.pdf").write_bytes(good_pdf)
     out.append(_h(folder / "real.pdf", "regular-pdf", CONVERT))
-    os.symlink("real.pdf", folder / "link-to-real.pdf")  # the same document twice: one output
-    out.append(_h(folder / "link-to-real.pdf", "symlink-duplicate", SKIP))
+    # The same document twice: converted once, under the name found first (sorted order).
+    os.symlink("real.pdf", folder / "zz-link-to-real.pdf")
+    out.append(_h(folder / "zz-link-to-real.pdf", "symlink-duplicate", SKIP))
     sub = folder / "loop"
     sub.mkdir()
     os.symlink("..", sub / "up")  # a folder that contains its parent

@@ -34,11 +34,12 @@ class StageConfig:
     seed: int = 0
     curriculum: bool = True  # head stages: progressive curriculum, else FastMTP fixed weights
     eval_every_min: float = 5.0
+    steps: int = 0  # when set, the budget is this many steps (ablations on a shared machine)
 
 
 def lr_at(cfg: StageConfig, step: int, elapsed_s: float) -> float:
     warm = min(1.0, (step + 1) / cfg.warmup_steps)
-    frac = min(1.0, elapsed_s / (cfg.minutes * 60))
+    frac = min(1.0, step / cfg.steps if cfg.steps else elapsed_s / (cfg.minutes * 60))
     return cfg.lr * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
@@ -76,14 +77,14 @@ def cer(preds: list[str], refs: list[str]) -> float:
 
 
 class Trainer:
-    def __init__(self, out_dir: Path, model_cfg: BuiltinConfig | None = None):
+    def __init__(self, out_dir: Path, model_cfg: BuiltinConfig | None = None, validation: bool = True):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         self.tok = CharTokenizer(DEFAULT_CHARS)
         self.cfg = model_cfg or BuiltinConfig(vocab_size=self.tok.vocab_size)
         torch.manual_seed(0)
         self.model = BuiltinOCR(self.cfg)
-        self.val: list[LineSample] = validation_lines(300, seed=1)
+        self.val: list[LineSample] = validation_lines(300, seed=1) if validation else []
         self.log_path = out_dir / "log.jsonl"
 
     def log(self, **row) -> None:
@@ -148,7 +149,7 @@ class Trainer:
             if step % 50 == 0:
                 self.log(stage=cfg.name, step=step, min=round(elapsed / 60, 2),
                          loss=round(loss.item(), 4), lr=round(opt.param_groups[0]["lr"], 6), **stats)
-            finished = elapsed >= cfg.minutes * 60
+            finished = step >= cfg.steps if cfg.steps else elapsed >= cfg.minutes * 60
             if not head and (elapsed - last_eval >= cfg.eval_every_min * 60 or finished):
                 t_eval = time.time()
                 self.log(stage=cfg.name, step=step, min=round(elapsed / 60, 2), **self.evaluate())
