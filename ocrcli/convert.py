@@ -18,7 +18,7 @@ import orjson
 import torch
 
 from ocrcli import __version__
-from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
+from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy, default_policy
 from ocrcli.engine.scheduler import Engine
 from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError, UsageError, one_line
 from ocrcli.evaluation.checks import quality_flags
@@ -165,8 +165,8 @@ class Converter:
                 self._finish_document(doc)
 
         depth = loaded.model.max_draft_depth if s.draft_depth is None else s.draft_depth
-        policy = DraftPolicy(depth, s.min_prob, s.min_path_prob) if s.draft_depth is None else \
-            DraftPolicy(depth)
+        policy = default_policy(depth, s.batch_size, s.min_prob, s.min_path_prob) \
+            if s.draft_depth is None else DraftPolicy(depth)
         try:
             engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard)
         except torch.OutOfMemoryError as exc:

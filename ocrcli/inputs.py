@@ -221,7 +221,14 @@ def open_pdf(path: Path, password: str | None) -> pdfium.PdfDocument:
     """Open a PDF or raise ValueError with a one-line reason."""
     try:
         _check_file(path)
-        return pdfium.PdfDocument(str(path), password=password)
+        try:
+            return pdfium.PdfDocument(str(path), password=password)
+        except pdfium.PdfiumError as exc:
+            if not password or "password" not in str(exc).lower():
+                raise
+            # A batch's --password is not every document's: one with only an owner password
+            # (an empty user password) must still open.
+            return pdfium.PdfDocument(str(path), password=None)
     except pdfium.PdfiumError as exc:
         msg = str(exc).lower()
         if "password" in msg:

@@ -19,7 +19,7 @@ import time
 import orjson
 import torch
 
-from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy, OracleProposer
+from ocrcli.engine.draft import DraftPolicy, OracleProposer, default_policy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.base import DecodeRequest
@@ -88,8 +88,7 @@ def main() -> int:
         modes += [(f"K={k}", DraftPolicy(k)) for k in depths]
     else:
         modes += [(f"K={k}", DraftPolicy(k)) for k in depths if k <= head_depth]
-        modes.append(("gated", DraftPolicy(head_depth, GATED_DEFAULT.min_prob,
-                                           GATED_DEFAULT.min_path_prob)))
+        modes.append(("gated", None))  # the converter's default for the batch size
         for g in filter(None, args.gates.split(",")):
             p, q = (float(x) for x in g.split(":"))
             modes.append((f"gated({p},{q})", DraftPolicy(head_depth, p, q)))
@@ -99,6 +98,7 @@ def main() -> int:
         run(loaded, reqs[: min(len(reqs), 2 * batch)], batch, DraftPolicy(0), args.max_new_tokens)
         greedy_s = None
         for name, policy in modes:
+            policy = policy or default_policy(head_depth, batch)
             best = None
             for _ in range(args.repeats):
                 proposer = None

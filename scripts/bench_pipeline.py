@@ -22,7 +22,7 @@ import orjson
 import pypdfium2 as pdfium
 
 from ocrcli.convert import Converter, ConvertSettings
-from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
+from ocrcli.engine.draft import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef
 from ocrcli.models.registry import load_model
@@ -59,8 +59,7 @@ def engine_only(pdf: Path, batch: int, max_new: int, depth: int | None) -> tuple
     n = len(pdfium.PdfDocument(str(pdf)))
     images = [render_page(PageRef(0, pdf, "pdf", p), RenderSettings()).image for p in range(1, n + 1)]
     d = loaded.model.max_draft_depth if depth is None else depth
-    policy = DraftPolicy(d, GATED_DEFAULT.min_prob, GATED_DEFAULT.min_path_prob) if depth is None \
-        else DraftPolicy(d)
+    policy = default_policy(d, batch) if depth is None else DraftPolicy(d)
     t0 = time.perf_counter()
     engine = Engine(loaded.model, batch, max_new, policy, loaded.guard)
     reqs, pages = [], []

@@ -91,7 +91,7 @@ def main() -> int:
 
     images, truth = synthetic(args.pages, False, (18, 30), seed=1)
     fixed = decode(loaded, images, depth)
-    gated = decode(loaded, images, None)
+    gated = decode(loaded, images, None, batch=2)  # the default gate drafts to depth 6 here
     result["heldout_train_fonts"] = error_rates([r.text for r in gated], truth)
     result["acceptance_fixed_depth"] = {"depth": depth, **acceptance(fixed, depth)}
     result["acceptance_gated"] = acceptance(gated, depth)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ocrcli.convert import CONVERTED, STATUS_RANK, ConvertSettings, fingerprint
-from ocrcli.engine.draft import DraftPolicy
+from ocrcli.engine.draft import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import DecodeResult, Engine, list_source
 from ocrcli.errors import one_line
 from ocrcli.evaluation.checks import quality_flags
@@ -34,7 +34,8 @@ def max_new_tokens(settings: ConvertSettings) -> int:
 def draft_policy(loaded: LoadedModel, settings: ConvertSettings) -> DraftPolicy:
     """Gated drafting up to the head's depth by default; a fixed depth when one is given."""
     if settings.draft_depth is None:
-        return DraftPolicy(loaded.model.max_draft_depth, settings.min_prob, settings.min_path_prob)
+        return default_policy(loaded.model.max_draft_depth, settings.batch_size, settings.min_prob,
+                              settings.min_path_prob)
     return DraftPolicy(settings.draft_depth)
 
 

@@ -29,10 +29,11 @@ def is_looping(history: list[int], cfg: GuardConfig) -> bool:
     if cfg.loop_period_max <= 0 or cfg.loop_repeats <= 1:
         return False
     for period in range(1, cfg.loop_period_max + 1):
-        span = period * cfg.loop_repeats
+        repeats = max(cfg.loop_repeats, -(-cfg.loop_min_span // period))
+        span = period * repeats
         if len(history) < span:
             break
         tail = history[-span:]
-        if tail == tail[:period] * cfg.loop_repeats:
+        if tail == tail[:period] * repeats:
             return True
     return False

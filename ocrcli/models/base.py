@@ -37,6 +37,7 @@ class GuardConfig:
     whitelist: frozenset[int] = frozenset()  # token ids a banned n-gram may end with
     loop_period_max: int = 0  # 0 disables loop detection
     loop_repeats: int = 0  # a period repeated this many times ends the request as degenerate
+    loop_min_span: int = 0  # ...and covering at least this many tokens (dot leaders are not loops)
 
 
 @runtime_checkable

@@ -15,6 +15,58 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
+    """x [..., k] @ w_t [k, n], each row computed on its own (a batch of 1-row products).
+
+    CPU matmul kernels accumulate differently for 1 row and for many, so a row's result would
+    depend on how many rows share the call: a verify pass over K+1 positions would not be
+    bitwise the greedy step, and a near-tie could flip. Per-row products make every row's
+    result independent of the batch, which is what makes speculative output identical.
+    """
+    lead = x.shape[:-1]
+    rows = x.reshape(-1, x.shape[-1])
+    if rows.shape[0] <= 16:  # a few matrix-vector products beat one strided batched product
+        w = w_t.t()
+        out = torch.stack([torch.mv(w, r) for r in rows]) if rows.shape[0] else rows @ w_t
+    else:
+        out = torch.bmm(rows[:, None], w_t.unsqueeze(0).expand(rows.shape[0], *w_t.shape))[:, 0]
+    return out.reshape(*lead, w_t.shape[-1])
+
+
+def batch_invariant(x: torch.Tensor) -> bool:
+    """Inference on the CPU takes the batch-invariant paths; training and GPUs the fast ones
+    (on a GPU a divergence is tolerated at near-ties only; see shared/docs/DESIGN.md)."""
+    return x.device.type == "cpu" and not torch.is_grad_enabled()
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose CPU inference result for a row does not depend on the other rows."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not batch_invariant(x):
+            return F.linear(x, self.weight, self.bias)
+        y = rowwise_matmul(x, self.weight.t())
+        return y if self.bias is None else y + self.bias
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """SDPA over q [B,H,T,D], k, v [B,H,S,D], boolean mask broadcastable to [B,H,T,S].
+
+    On CPU inference every query row is computed on its own, as `rowwise_matmul` explains."""
+    if not batch_invariant(q):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    b, h, t, d = q.shape
+    s = k.shape[2]
+    rows = q.reshape(b * h * t, 1, d)
+    keys = k.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
+    scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, h, t, s) / math.sqrt(d)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.expand(b, h, t, s), float("-inf"))
+    probs = torch.softmax(scores, dim=-1).reshape(b * h * t, 1, s)
+    values = v.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
+    return torch.bmm(probs, values).view(b, h, t, d)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
@@ -34,9 +86,9 @@ class SwiGLU(nn.Module):
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
+        self.gate_proj = Linear(dim, hidden, bias=False)
+        self.up_proj = Linear(dim, hidden, bias=False)
+        self.down_proj = Linear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -124,10 +176,10 @@ class Attention(nn.Module):
         self.heads = heads
         self.head_dim = dim // heads
         self.rope_theta = rope_theta
-        self.q_proj = nn.Linear(dim, dim, bias=bias)
-        self.k_proj = nn.Linear(dim, dim, bias=bias)
-        self.v_proj = nn.Linear(dim, dim, bias=bias)
-        self.o_proj = nn.Linear(dim, dim, bias=bias)
+        self.q_proj = Linear(dim, dim, bias=bias)
+        self.k_proj = Linear(dim, dim, bias=bias)
+        self.v_proj = Linear(dim, dim, bias=bias)
+        self.o_proj = Linear(dim, dim, bias=bias)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
@@ -148,7 +200,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(slots, positions, k, v)
             mask = cache_mask(positions, cache.max_len)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = attention(q, k, v, mask)
         b, _, t, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -163,10 +215,10 @@ class CrossAttention(nn.Module):
         super().__init__()
         self.heads = heads
         self.head_dim = dim // heads
-        self.q_proj = nn.Linear(dim, dim, bias=False)
-        self.k_proj = nn.Linear(dim, dim, bias=False)
-        self.v_proj = nn.Linear(dim, dim, bias=False)
-        self.o_proj = nn.Linear(dim, dim, bias=False)
+        self.q_proj = Linear(dim, dim, bias=False)
+        self.k_proj = Linear(dim, dim, bias=False)
+        self.v_proj = Linear(dim, dim, bias=False)
+        self.o_proj = Linear(dim, dim, bias=False)
 
     def memory_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """memory [B,N,d] -> k, v [B,H,N,D]."""
@@ -184,5 +236,5 @@ class CrossAttention(nn.Module):
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=memory_mask)
+        out = attention(q, k, v, memory_mask)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

@@ -23,8 +23,11 @@ from ocrcli.models.layers import (
     Attention,
     CrossAttention,
     KVCache,
+    Linear,
     RMSNorm,
     SwiGLU,
+    batch_invariant,
+    rowwise_matmul,
     select_slots,
     sinusoid_table,
 )
@@ -63,7 +66,7 @@ class ConvStem(nn.Module):
             layers += [nn.Conv2d(cin, c, 3, s, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
             cin = c
         self.convs = nn.Sequential(*layers)
-        self.proj = nn.Linear(128 * 4, dim)
+        self.proj = Linear(128 * 4, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = self.convs(x)  # [B,128,4,N]
@@ -113,7 +116,7 @@ class MTPHead(nn.Module):
         super().__init__()
         self.enorm = RMSNorm(cfg.dim)
         self.hnorm = RMSNorm(cfg.dim)
-        self.eh_proj = nn.Linear(2 * cfg.dim, cfg.dim, bias=False)
+        self.eh_proj = Linear(2 * cfg.dim, cfg.dim, bias=False)
         self.block = DecoderLayerNoSelf(cfg)
         self.norm = RMSNorm(cfg.dim)
 
@@ -145,7 +148,7 @@ class BuiltinOCR(nn.Module):
         self.stem = ConvStem(cfg.dim)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.encoder_norm = RMSNorm(cfg.dim)
-        self.ctc_head = nn.Linear(cfg.dim, cfg.vocab_size)
+        self.ctc_head = Linear(cfg.dim, cfg.vocab_size)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
         nn.init.normal_(self.embed.weight, std=1.0)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -176,6 +179,8 @@ class BuiltinOCR(nn.Module):
         return self.embed(tokens) * self.emb_scale + self.pos_table[positions].to(self.embed.weight.dtype)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        if batch_invariant(hidden):
+            return rowwise_matmul(hidden, self.embed.weight.t())
         return hidden @ self.embed.weight.t()
 
     # -- training ------------------------------------------------------------------------
@@ -231,19 +236,19 @@ class BuiltinOCR(nn.Module):
     @torch.no_grad()
     def prefill(self, slots: torch.Tensor, requests: list[DecodeRequest]):
         p = self.embed.weight
-        widths = [r.visual.shape[-1] for r in requests]
-        images = torch.zeros(len(requests), 1, 32, max(widths), dtype=p.dtype, device=p.device)
-        for i, r in enumerate(requests):
-            images[i, 0, :, : widths[i]] = torch.as_tensor(r.visual, dtype=p.dtype)
-        memory, valid = self.encode(images, torch.tensor(widths, device=p.device))
-        n = memory.shape[1]
+        # One line at a time: conv kernels pick algorithms by batch and width, so encoding
+        # lines together would make a line's features depend on its neighbours.
         modules = [layer.cross_attn for layer in self.layers] + [self.mtp.block.cross_attn]
-        for i, attn in enumerate(modules):
-            k, v = attn.memory_kv(memory)
-            self.mem_k[i, slots, :, :n] = k
-            self.mem_v[i, slots, :, :n] = v
         self.mem_valid[slots] = False
-        self.mem_valid[slots, :n] = valid
+        for slot, r in zip(slots.tolist(), requests):
+            image = torch.as_tensor(r.visual, dtype=p.dtype, device=p.device)[None, None]
+            memory, valid = self.encode(image, torch.tensor([image.shape[-1]], device=p.device))
+            n = memory.shape[1]
+            for i, attn in enumerate(modules):
+                k, v = attn.memory_kv(memory)
+                self.mem_k[i, slot, :, :n] = k[0]
+                self.mem_v[i, slot, :, :n] = v[0]
+            self.mem_valid[slot, :n] = valid[0]
         length = len(requests[0].prompt_ids)
         if any(len(r.prompt_ids) != length for r in requests):
             raise ValueError("one prefill call takes prompts of one length")
