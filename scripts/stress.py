@@ -321,9 +321,12 @@ class Stress:
         args = ("--max-new-tokens", "4", "--dpi", "72", "-q")
         ref = self.convert("kill", [str(doc)], {0}, item, args=args)[2]
         out = base / "killed"
-        for k in range(4):
-            target = self.rng.randint(5, 90)
-            self._kill_when(doc, out, args, target, signal.SIGKILL, f"kill -9 #{k} at ~{target} pages")
+        # Once early (while it starts up, loads the model, counts pages), then at growing
+        # page counts, so that every kill lands in a different part of the run.
+        self._kill_when(doc, out, args, 0, signal.SIGKILL, "kill -9 during start-up",
+                        after_s=self.rng.uniform(0.5, 3.0))
+        for target in sorted(self.rng.sample(range(5, 95), 3)):
+            self._kill_when(doc, out, args, target, signal.SIGKILL, f"kill -9 at {target} pages")
         self.convert("kill", [str(doc)], {0}, item, out=out, args=args)
         self._same(ref, out, "rerun after kill -9")
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -340,19 +343,20 @@ class Stress:
                     break
 
     def _kill_when(self, doc: Path, out: Path, args: tuple[str, ...], pages: int, sig: int,
-                   label: str) -> None:
-        """Start a run; once about `pages` pages are written, send `sig` to the main process
-        only (its workers must notice on their own)."""
+                   label: str, after_s: float = 0.0) -> None:
+        """Start a run; once `pages` pages are written (and `after_s` has passed), send `sig`
+        to the main process only (its workers must notice on their own)."""
         tmp = out.parent / "tmp-kill"
         proc = start_cli(["convert", str(doc), "-o", str(out), *args], out.parent, tmp,
                          stdout=subprocess.DEVNULL)
         self.v.inputs_tried += 1
-        deadline = time.perf_counter() + 240
+        start = time.perf_counter()
         folder = out / doc.stem
-        while proc.poll() is None and time.perf_counter() < deadline:
-            if folder.exists() and len(list(folder.glob("page-*.json"))) >= pages:
+        while proc.poll() is None and time.perf_counter() < start + 240:
+            if time.perf_counter() >= start + after_s and (
+                    pages == 0 or (folder.exists() and len(list(folder.glob("page-*.json"))) >= pages)):
                 break
-            time.sleep(0.1)
+            time.sleep(0.05)
         if proc.poll() is None:
             os.kill(proc.pid, sig)
         try:

@@ -25,11 +25,10 @@ def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
     """
     lead = x.shape[:-1]
     rows = x.reshape(-1, x.shape[-1])
-    if rows.shape[0] <= 16:  # a few matrix-vector products beat one strided batched product
-        w = w_t.t()
-        out = torch.stack([torch.mv(w, r) for r in rows]) if rows.shape[0] else rows @ w_t
-    else:
-        out = torch.bmm(rows[:, None], w_t.unsqueeze(0).expand(rows.shape[0], *w_t.shape))[:, 0]
+    # Matrix-vector products, one per row: a batched product over an expanded weight would
+    # copy the weight once per row.
+    w = w_t.t()
+    out = torch.stack([torch.mv(w, r) for r in rows]) if rows.shape[0] else rows @ w_t
     return out.reshape(*lead, w_t.shape[-1])
 
 
