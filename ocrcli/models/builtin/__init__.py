@@ -86,5 +86,5 @@ def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype = t
         model=model,
         tokenizer=CharTokenizer.load(folder / "tokenizer.json"),
         adapter=LinePageAdapter(),
-        guard=GuardConfig(ngram=0, loop_period_max=8, loop_repeats=12, loop_min_span=64),
+        guard=GuardConfig(ngram=0, loop_period_max=8, loop_repeats=12, loop_min_span=32),
     )
