@@ -84,8 +84,6 @@ def convert(
         if log not in ("auto", "rich", "plain", "json"):
             raise typer.BadParameter("use auto, rich, plain or json", param_hint="--log")
         mode = ("rich" if sys.stderr.isatty() else "plain") if log == "auto" else log
-        if summary == "-" and mode != "json":
-            quiet = True  # stdout carries the JSON summary alone
         settings = ConvertSettings(
             inputs=inputs, out=out, formats=formats | {"json"}, pages=parse_pages(pages),
             dpi=dpi, max_pixels=max_pixels, model=model, device=device, batch_size=batch_size,
@@ -93,7 +91,9 @@ def convert(
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
             render_workers=render_workers, password=password, shard=parse_shard(shard),
             log=mode, quiet=quiet, page_timeout=page_timeout)
-        code, result = Converter(settings, Reporter(mode, quiet)).run()
+        # With `--summary -`, stdout carries the JSON summary alone; progress goes to stderr.
+        reporter = Reporter(mode, quiet, lines_to_stderr=summary == "-")
+        code, result = Converter(settings, reporter).run()
         if summary == "-":
             sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
         elif summary:

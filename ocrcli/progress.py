@@ -44,9 +44,10 @@ class Counters:
 class Reporter:
     """Plain reporter: one line per document to stdout, problems to stderr."""
 
-    def __init__(self, mode: str = "plain", quiet: bool = False):
+    def __init__(self, mode: str = "plain", quiet: bool = False, lines_to_stderr: bool = False):
         self.mode = mode
         self.quiet = quiet
+        self.lines_to_stderr = lines_to_stderr  # stdout is reserved (e.g. `--summary -`)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
         self.counters = Counters()
         self._progress: Progress | None = None
@@ -82,6 +83,7 @@ class Reporter:
             self._progress.update(self._pages_task, advance=1, stats=stats)
 
     def document(self, source: str, pages: dict[str, str], error: str | None) -> None:
+        out = sys.stderr if self.lines_to_stderr else sys.stdout
         counts: dict[str, int] = {}
         for status in pages.values():
             counts[status] = counts.get(status, 0) + 1
@@ -90,12 +92,12 @@ class Reporter:
         elif self.quiet:
             return
         elif self.mode == "json":
-            sys.stdout.buffer.write(orjson.dumps({"document": source, "pages": counts,
+            out.buffer.write(orjson.dumps({"document": source, "pages": counts,
                                                   "error": error}) + b"\n")
-            sys.stdout.flush()
+            out.flush()
         else:
             summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no pages"
-            print(f"{source}: {summary}" + (f" ({error})" if error else ""), flush=True)
+            print(f"{source}: {summary}" + (f" ({error})" if error else ""), file=out, flush=True)
 
     def finish(self, summary: dict) -> None:
         if self._progress is not None:

@@ -108,8 +108,10 @@ def _worker_init() -> None:
 
 
 def _fit_scale(width: float, height: float, scale: float, max_pixels: int) -> float:
-    if width * height * scale * scale > max_pixels:
-        scale = (max_pixels / (width * height)) ** 0.5
+    """The largest scale up to `scale` whose bitmap (PDFium rounds each side up) fits."""
+    scale = min(scale, (max_pixels / (width * height)) ** 0.5)
+    while scale > 0 and math.ceil(width * scale) * math.ceil(height * scale) > max_pixels:
+        scale *= 0.999
     return scale
 
 

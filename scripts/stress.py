@@ -115,10 +115,9 @@ class Stress:
 
     def _no_escape_markers(self) -> None:
         """JavaScript, launch actions and attachments must have had no effect anywhere."""
-        for where in (Path("/tmp"), self.work):
-            for path in where.glob("**/*OCRCLI_STRESS_ESCAPED*"):
-                if "in" not in path.parts:  # the attachment's own name inside inputs is fine
-                    self.v.add("writes_outside_output", f"active content escaped: {path}")
+        for path in [*Path("/tmp").glob("*OCRCLI_STRESS_ESCAPED*"),
+                     *self.work.glob("**/*OCRCLI_STRESS_ESCAPED*")]:
+            self.v.add("writes_outside_output", f"active content escaped: {path}")
 
     def encrypted(self) -> None:
         folder = self.work / "encrypted" / "in"
