@@ -269,7 +269,7 @@ class Stress:
         item = [hi.Hostile(doc, "model-fault", frozenset({hi.CONVERT}))]
         looping = looping_model(base / "looping")
         run, _, out = self.convert("model", [str(doc)], {0}, item,
-                                   args=(*FAST, "--max-new-tokens", "40", "--model", str(looping)))
+                                   args=(*FAST, "--max-new-tokens", "120", "--model", str(looping)))
         statuses = {orjson.loads(p.read_bytes())["status"] for p in out.rglob("page-*.json")}
         if statuses != {"degenerate"}:
             self.v.add("wrong_exit_codes", f"looping model: page statuses {statuses}")
