@@ -30,16 +30,16 @@ class DraftPolicy:
 
 # Chosen with scripts/bench_decode.py on samples/ (see the README's performance section).
 GATED_DEFAULT = DraftPolicy(max_depth=6, min_prob=0.3, min_path_prob=0.2)
-SMALL_BATCH = 2  # up to this many rows, draft as deep as the head goes; beyond, verify is dearer
 
 
 def default_policy(head_depth: int, batch_size: int, min_prob: float = GATED_DEFAULT.min_prob,
                    min_path_prob: float = GATED_DEFAULT.min_path_prob) -> DraftPolicy:
-    """Gated drafting when no depth is given. On the CPU a verify pass costs in proportion to
-    its rows (batch x depth), so big batches draft shallow: the measured best was K=6 at
-    batch 1 and K=1-2 at batch 8 (README, performance)."""
-    depth = head_depth if batch_size <= SMALL_BATCH else min(head_depth, 2)
-    return DraftPolicy(depth, min_prob, min_path_prob)
+    """Gated drafting as deep as the head goes, when no depth is given. Once CPU verify
+    passes were one padded GEMM instead of a product per row (models/layers.py), deep
+    drafting won at batch 8 too (README, performance); `batch_size` stays in the signature
+    for devices where a wide verify costs more."""
+    del batch_size
+    return DraftPolicy(head_depth, min_prob, min_path_prob)
 
 
 def draft_tokens(model, slots, hidden, tokens, positions, policy: DraftPolicy, proposer=None):

@@ -8,27 +8,70 @@ Shapes: B batch rows, T new positions, S cache length, H heads, D head dim, d mo
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+# MKL's sgemm (the CPU wheel's BLAS) computes rows in blocks of 4; a block's rows are
+# bitwise the same whatever M is, but below 12 rows the 1-3 rows left over after the last
+# full block take other paths (measured: a row's result then depends on M and on its
+# position). Padding every product to a multiple of 4 rows keeps each row on the block path,
+# so its result does not depend on how many rows share the call.
+MIN_GEMM_ROWS = 4
+
+
+@functools.cache
+def gemm_rows_are_independent(k: int, n: int, dtype: torch.dtype) -> bool:
+    """Probe this machine's BLAS once per shape: is row i of a padded [M, k] @ [k, n] product
+    the same for every M, position and neighbour rows, both as a plain product and as a
+    batched one over a transposed operand (attention's form)? A memo of a hardware fact, not
+    state: the answer never changes within a process."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(67, k, generator=gen, dtype=torch.float64).to(dtype)
+    b = torch.randn(k, n, generator=gen, dtype=torch.float64).to(dtype)
+    b_batched = torch.stack([b.t(), b.t().flip(0)]).transpose(1, 2)  # [2, k, n], strided
+    alone = _padded_matmul(a[:1], b)
+    alone_batched = _padded_matmul(a[:1].expand(2, 1, k), b_batched)
+    for m in range(2, 68):
+        rows = a[:m].flip(0)  # the probed row last: position in the block must not matter
+        if not torch.equal(_padded_matmul(rows, b)[-1:], alone):
+            return False
+        if not torch.equal(_padded_matmul(rows.expand(2, m, k), b_batched)[:, -1:], alone_batched):
+            return False
+    return True
+
+
+def _padded_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [..., M, k] @ b [..., k, n], M padded with zero rows to a multiple of MIN_GEMM_ROWS."""
+    m = a.shape[-2]
+    extra = -m % MIN_GEMM_ROWS
+    if not extra:
+        return torch.matmul(a, b)
+    pad = a.new_zeros(*a.shape[:-2], extra, a.shape[-1])
+    return torch.matmul(torch.cat([a, pad], dim=-2), b)[..., :m, :]
+
 
 def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
-    """x [..., k] @ w_t [k, n], each row computed on its own (a batch of 1-row products).
+    """x [..., k] @ w_t [k, n], each row's result independent of the other rows.
 
     CPU matmul kernels accumulate differently for 1 row and for many, so a row's result would
     depend on how many rows share the call: a verify pass over K+1 positions would not be
-    bitwise the greedy step, and a near-tie could flip. Per-row products make every row's
-    result independent of the batch, which is what makes speculative output identical.
+    bitwise the greedy step, and a near-tie could flip. Where the probe shows this machine's
+    GEMM is row-independent once padded, one padded GEMM does it; elsewhere every row gets
+    its own matrix-vector product (exact by construction, several times slower).
     """
     lead = x.shape[:-1]
     rows = x.reshape(-1, x.shape[-1])
-    # Matrix-vector products, one per row: a batched product over an expanded weight would
-    # copy the weight once per row.
-    w = w_t.t()
-    out = torch.stack([torch.mv(w, r) for r in rows]) if rows.shape[0] else rows @ w_t
+    if rows.shape[0] == 0:
+        return (rows @ w_t).reshape(*lead, w_t.shape[-1])
+    if gemm_rows_are_independent(w_t.shape[0], w_t.shape[1], x.dtype):
+        out = _padded_matmul(rows, w_t)
+    else:
+        w = w_t.t()  # mv per row: a batched product over an expanded weight would copy it
+        out = torch.stack([torch.mv(w, r) for r in rows])
     return out.reshape(*lead, w_t.shape[-1])
 
 
@@ -39,23 +82,34 @@ def batch_invariant(x: torch.Tensor) -> bool:
 
 
 class Linear(nn.Linear):
-    """nn.Linear whose CPU inference result for a row does not depend on the other rows."""
+    """nn.Linear whose CPU inference result for a row does not depend on the other rows
+    (unless `exact` is switched off: see `use_fast_kernels`)."""
+
+    exact = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not batch_invariant(x):
+        if not (self.exact and batch_invariant(x)):
             return F.linear(x, self.weight, self.bias)
         y = rowwise_matmul(x, self.weight.t())
         return y if self.bias is None else y + self.bias
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, exact: bool = True
+) -> torch.Tensor:
     """SDPA over q [B,H,T,D], k, v [B,H,S,D], boolean mask broadcastable to [B,H,T,S].
 
-    On CPU inference every query row is computed on its own, as `rowwise_matmul` explains."""
-    if not batch_invariant(q):
+    On CPU inference (and `exact`) a query row's result does not depend on the other rows,
+    as `rowwise_matmul` explains."""
+    if not (exact and batch_invariant(q)):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     b, h, t, d = q.shape
     s = k.shape[2]
+    if gemm_rows_are_independent(d, s, q.dtype) and gemm_rows_are_independent(s, d, q.dtype):
+        scores = _padded_matmul(q, k.transpose(-1, -2)) / math.sqrt(d)  # [B,H,T,S]
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return _padded_matmul(torch.softmax(scores, dim=-1), v)
     rows = q.reshape(b * h * t, 1, d)
     keys = k.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
     scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, h, t, s) / math.sqrt(d)
@@ -64,6 +118,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     probs = torch.softmax(scores, dim=-1).reshape(b * h * t, 1, s)
     values = v.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
     return torch.bmm(probs, values).view(b, h, t, d)
+
+
+def use_fast_kernels(module: nn.Module) -> None:
+    """Let `module`'s products round however the fastest kernel rounds, batch-dependent or not.
+
+    For drafters only: a drafted token is checked by the exact verify pass before it is
+    kept, so rounding in the drafter can change how many tokens are accepted, never the
+    output. It saves the row padding on the drafter's one-row steps."""
+    for m in module.modules():
+        if isinstance(m, (Linear, Attention, CrossAttention)):
+            m.exact = False
 
 
 class RMSNorm(nn.Module):
@@ -170,6 +235,8 @@ class Attention(nn.Module):
     Training passes `mask` [B,1,T,T]; decoding passes a KVCache, `slots` and `positions`.
     """
 
+    exact = True
+
     def __init__(self, dim: int, heads: int, rope_theta: float | None = None, bias: bool = False):
         super().__init__()
         self.heads = heads
@@ -199,7 +266,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(slots, positions, k, v)
             mask = cache_mask(positions, cache.max_len)
-        out = attention(q, k, v, mask)
+        out = attention(q, k, v, mask, self.exact)
         b, _, t, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -209,6 +276,8 @@ class CrossAttention(nn.Module):
 
     `memory_kv` projects visual tokens once per request; the engine keeps the result per slot.
     """
+
+    exact = True
 
     def __init__(self, dim: int, heads: int):
         super().__init__()
@@ -235,5 +304,5 @@ class CrossAttention(nn.Module):
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        out = attention(q, k, v, memory_mask)
+        out = attention(q, k, v, memory_mask, self.exact)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

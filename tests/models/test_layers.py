@@ -1,0 +1,66 @@
+"""Batch invariance of the CPU inference kernels: what makes speculative output identical."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ocrcli.models.layers import (
+    CrossAttention,
+    Linear,
+    attention,
+    gemm_rows_are_independent,
+    rowwise_matmul,
+    use_fast_kernels,
+)
+
+
+@pytest.mark.parametrize("k,n", [(192, 192), (192, 512), (512, 192), (192, 215), (48, 7)])
+def test_row_result_does_not_depend_on_the_other_rows(k, n):
+    # (48, 7) is a shape the probe rejects on MKL: it checks the per-row fallback.
+    gen = torch.Generator().manual_seed(1)
+    w_t = torch.randn(k, n, generator=gen)
+    probe = torch.randn(k, generator=gen)
+    alone = rowwise_matmul(probe[None], w_t)[0]
+    for m in range(1, 41):
+        for pos in (0, m // 2, m - 1):
+            rows = torch.randn(m, k, generator=gen)
+            rows[pos] = probe
+            assert torch.equal(rowwise_matmul(rows, w_t)[pos], alone), (m, pos)
+
+
+def test_probe_answers_per_shape_and_agrees_with_plain_products():
+    w_t = torch.randn(192, 192)
+    x = torch.randn(5, 192)
+    torch.testing.assert_close(rowwise_matmul(x, w_t), x @ w_t)
+    assert isinstance(gemm_rows_are_independent(192, 192, torch.float32), bool)
+
+
+@torch.no_grad()  # inference: training keeps the fused kernel
+def test_attention_query_row_does_not_depend_on_the_other_queries():
+    gen = torch.Generator().manual_seed(2)
+    b, h, s, d = 3, 4, 256, 48
+    k = torch.randn(b, h, s, d, generator=gen)
+    v = torch.randn(b, h, s, d, generator=gen)
+    q_one = torch.randn(b, h, 1, d, generator=gen)
+    mask_one = torch.ones(b, 1, 1, s, dtype=torch.bool)
+    mask_one[..., 100:] = False
+    alone = attention(q_one, k, v, mask_one)
+    for t in (2, 3, 4, 5, 7, 8):
+        q = torch.randn(b, h, t, d, generator=gen)
+        q[:, :, t - 1] = q_one[:, :, 0]
+        mask = mask_one.expand(b, 1, t, s)
+        assert torch.equal(attention(q, k, v, mask)[:, :, t - 1:], alone), t
+    torch.testing.assert_close(alone, torch.nn.functional.scaled_dot_product_attention(
+        q_one, k, v, attn_mask=mask_one))
+
+
+def test_fast_kernels_switch_only_the_given_module():
+    exact, fast = CrossAttention(32, 4), CrossAttention(32, 4)
+    use_fast_kernels(fast)
+    assert exact.exact and exact.q_proj.exact
+    assert not fast.exact and not fast.q_proj.exact and not fast.o_proj.exact
+    x = torch.randn(2, 3, 32)
+    fast.load_state_dict(exact.state_dict())
+    torch.testing.assert_close(fast.q_proj(x), exact.q_proj(x))
+    assert Linear.exact
