@@ -59,6 +59,9 @@ def convert(
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1,
                                        help="Token cap per request (status 'truncated')."),
     prompt: str = typer.Option(None, "--prompt", help="Override the model's instruction."),
+    image_mode: str = typer.Option(None, "--mode",
+                                   help="Image mode of DeepSeek-OCR / Jina-OCR-v1: tiny, small, "
+                                        "base, large, gundam (default) or gundam-m."),
     resume: bool = typer.Option(True, "--resume/--overwrite",
                                 help="Skip pages already done with the same settings."),
     render_workers: int = typer.Option(1, "--render-workers", min=0,
@@ -68,6 +71,9 @@ def convert(
                                        help="Seconds one page may take to render and to decode; "
                                             "a slower page is stopped with status 'timeout'."),
     shard: str = typer.Option(None, "--shard", help="K/N: this worker's share of documents."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64,
+                                help="Converter processes: one per GPU when there are enough, "
+                                     "else sharing the CPU cores. Same output as 1."),
     summary: str = typer.Option(None, "--summary", help="Also write the run summary JSON here; "
                                                         "'-' prints it to stdout."),
     log: str = typer.Option("auto", "--log", help="auto, rich, plain or json."),
@@ -90,10 +96,15 @@ def convert(
             draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
             render_workers=render_workers, password=password, shard=parse_shard(shard),
-            log=mode, quiet=quiet, page_timeout=page_timeout)
+            log=mode, quiet=quiet, page_timeout=page_timeout, mode=image_mode)
         # With `--summary -`, stdout carries the JSON summary alone; progress goes to stderr.
         reporter = Reporter(mode, quiet, lines_to_stderr=summary == "-")
-        code, result = Converter(settings, reporter).run()
+        if workers > 1:
+            from ocrcli.workers import run_workers
+
+            code, result = run_workers(settings, workers, reporter)
+        else:
+            code, result = Converter(settings, reporter).run()
         if summary == "-":
             sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
         elif summary:
@@ -115,6 +126,9 @@ def eval_bench(
     draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1),
     dpi: int = typer.Option(144, "--dpi", min=36, max=600),
+    image_mode: str = typer.Option(None, "--mode",
+                                   help="Image mode of DeepSeek-OCR / Jina-OCR-v1: tiny, small, "
+                                        "base, large, gundam (default) or gundam-m."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     resume: bool = typer.Option(True, "--resume/--overwrite"),
 ) -> None:
@@ -127,7 +141,7 @@ def eval_bench(
     settings = ConvertSettings(inputs=[], out=work, model=model, device=device,
                                batch_size=batch_size, draft_depth=draft_depth,
                                max_new_tokens=max_new_tokens, dpi=dpi, resume=resume,
-                               log="plain", quiet=True)
+                               log="plain", quiet=True, mode=image_mode)
     try:
         code, score, summary = run_eval(bench, work, system, settings, Reporter("plain", True))
     except OcrCliError as exc:

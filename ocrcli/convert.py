@@ -11,7 +11,8 @@ import hashlib
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -58,6 +59,8 @@ class ConvertSettings:
     log: str = "plain"
     quiet: bool = False
     page_timeout: float | None = None  # seconds for one page: rendering, then decoding
+    worker: tuple[int, int] | None = None  # (k, n): worker k of `--workers n` (see workers.py)
+    mode: str | None = None  # image mode of a full-page model (--mode); None: its default
 
 
 @dataclass
@@ -72,7 +75,6 @@ class _PageState:
     tokens: int = 0
     verify_steps: int = 0
     hist: Counter = field(default_factory=Counter)
-    decode_s: float = 0.0
 
     def expired(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -82,7 +84,31 @@ def fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
     """What can change a page's output. Draft settings cannot, so they are left out."""
     key = {"model": loaded.model_id, "weights": loaded.weights_hash, "prompt": s.prompt or "",
            "dpi": s.dpi, "max_pixels": s.max_pixels, "max_new_tokens": max_new}
+    image_mode = getattr(getattr(loaded.adapter, "mode", None), "name", None)
+    if image_mode is not None:  # full-page models only, so the built-in's fingerprints stay
+        key["mode"] = image_mode
     return hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def worker_share(docs: list[Document], worker: tuple[int, int]) -> list[Document]:
+    """Worker k of n takes every n-th page of the run, counted across documents in input
+    order, so one long PDF is split as evenly as many short ones. A document that cannot be
+    opened goes to one worker only, so its failure is recorded once."""
+    k, n = worker
+    share, ordinal = [], 0
+    for i, doc in enumerate(docs):
+        if doc.error:
+            if i % n == k - 1:
+                share.append(doc)
+            continue
+        mine = []
+        for p in doc.pages:
+            if ordinal % n == k - 1:
+                mine.append(p)
+            ordinal += 1
+        if mine:
+            share.append(replace(doc, pages=mine))
+    return share
 
 
 class _Interrupt:
@@ -123,7 +149,8 @@ class Converter:
 
     def _load(self):
         try:
-            loaded = load_model(self.s.model, resolve_device(self.s.device))
+            loaded = load_model(self.s.model, resolve_device(self.s.device), self.s.mode,
+                                self.s.prompt)
         except OcrCliError:
             raise
         except Exception as exc:  # a loader's own error type still means exit 3 and one line
@@ -135,10 +162,13 @@ class Converter:
         s = self.s
         check_writable(s.out)
         docs, notices = collect(s.inputs, s.pages, s.shard, s.password)
-        for n in notices:
-            self.report.notice(n)
-        if not docs:
-            raise UsageError("no PDF or image documents found in the inputs")
+        if s.worker is not None:
+            docs = worker_share(docs, s.worker)
+        else:
+            for n in notices:  # with --workers, the parent tells them once
+                self.report.notice(n)
+            if not docs:
+                raise UsageError("no PDF or image documents found in the inputs")
         loaded = self._load()
         max_new = s.max_new_tokens or (160 if s.model == "builtin" else 8192)
         fp = fingerprint(loaded, s, max_new)
@@ -168,12 +198,19 @@ class Converter:
         policy = default_policy(depth, s.batch_size, s.min_prob, s.min_path_prob) \
             if s.draft_depth is None else DraftPolicy(depth)
         try:
-            engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard)
+            # A full-page model's prompt holds hundreds of <image> slots; the caches are
+            # sized from the adapter's bound (the built-in line reader's fit in 64).
+            engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard,
+                            max_prompt=getattr(loaded.adapter, "max_prompt_tokens", 64))
         except torch.OutOfMemoryError as exc:
             raise ModelLoadError(f"not enough device memory for --batch-size {s.batch_size} "
                                  f"({one_line(exc)}); try a smaller batch") from None
+        # Adapters whose preparation pickles run it in the render workers, beside rendering.
+        prepare = partial(loaded.adapter.page_requests, max_new_tokens=max_new) \
+            if getattr(loaded.adapter, "prepares_in_worker", False) else None
         renderer = Renderer(RenderSettings(s.dpi, s.max_pixels, s.password, s.page_timeout),
-                            s.render_workers, prefetch=max(2, 2 * s.render_workers))
+                            s.render_workers, prefetch=max(2, 2 * s.render_workers),
+                            prepare=prepare)
         counts = Counter()
         t0 = time.perf_counter()
         interrupted = False
@@ -195,10 +232,14 @@ class Converter:
                     self._page_written(docs, img.ref, remaining)
                     return True
                 try:
-                    reqs = loaded.adapter.page_requests(img.image, max_new)
+                    if img.prepare_error:
+                        raise ValueError(img.prepare_error)
+                    reqs = img.prepared if img.prepared is not None else \
+                        loaded.adapter.page_requests(img.image, max_new)
                 except Exception as exc:  # a page the model cannot read must not stop the run
-                    self._write_failed(docs, img.ref, img, "failed",
-                                       one_line(f"cannot prepare page: {exc}"), failures, counts)
+                    message = str(exc) if img.prepare_error else f"cannot prepare page: {exc}"
+                    self._write_failed(docs, img.ref, img, "failed", one_line(message), failures,
+                                       counts)
                     self._page_written(docs, img.ref, remaining)
                     return True
                 for j, r in enumerate(reqs):
@@ -282,7 +323,6 @@ class Converter:
             state.tokens += stats.tokens
             state.verify_steps += stats.verify_steps
             state.hist.update(stats.accepted_hist)
-            state.decode_s += stats.prefill_s + stats.draft_s + stats.verify_s
         if any(t is None for t in state.texts):
             return None
         return pages.pop(pid)
@@ -305,7 +345,7 @@ class Converter:
             source=path_text(doc.path), page=state.ref.page, status=status, text=text, width=w,
             height=h, dpi=round(state.image.dpi, 2), model=self.loaded.model_id,
             fingerprint=self.fp, tokens=state.tokens, requests=len(state.requests),
-            decode_seconds=round(state.decode_s, 4), verify_steps=state.verify_steps,
+            verify_steps=state.verify_steps,
             mean_accepted=round(state.tokens / state.verify_steps, 3) if state.verify_steps else 0.0,
             accepted_histogram={str(k): v for k, v in sorted(state.hist.items())},
             quality=quality_flags(text))
@@ -336,9 +376,7 @@ class Converter:
 
     def _finish_document(self, doc: Document) -> None:
         if doc.error:
-            self.tree.write_json(self.tree.doc_dir(doc.rel) / "manifest.json",
-                                 {"source": path_text(doc.path), "page_count": 0,
-                                  "fingerprint": self.fp, "pages": {}, "error": doc.error})
+            self.tree.write_document(doc.rel, path_text(doc.path), 0, self.fp, doc.error)
             self.report.document(display_path(doc.path), {}, doc.error)
             return
         manifest = self.tree.write_document(doc.rel, path_text(doc.path), doc.page_count, self.fp)
@@ -365,4 +403,6 @@ class Converter:
             "tokens_per_s": round(counts["tokens"] / elapsed, 2) if elapsed > 0 else 0.0,
             "mean_accepted": round(counts["tokens"] / counts["verify_steps"], 3)
             if counts["verify_steps"] else 0.0,
+            "tokens": counts["tokens"],
+            "verify_steps": counts["verify_steps"],
         }

@@ -3,7 +3,8 @@
 Folders are searched recursively in a stable sorted order, globs are expanded, duplicates
 are removed, and unknown file types are skipped with a notice. A document that cannot be
 opened (corrupt, encrypted without a password, empty) is kept with its reason, so the run
-records it instead of crashing.
+records it instead of crashing. Output names are rooted at the command-line arguments and
+keep the extension (`output_names`), so they stay the same when inputs come and go.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
 SUPPORTED = PDF_SUFFIXES | IMAGE_SUFFIXES
 MAX_IMAGE_PIXELS = 200_000_000  # larger declared sizes are refused as decompression bombs
-MAX_NAME_BYTES = 200  # an output name part; leaves room for '.md', '.pdf' and temp names (255)
+MAX_NAME_BYTES = 200  # an output name part; leaves room for '.md', a '~' suffix (255)
 
 
 @dataclass
 class Document:
     path: Path
-    rel: str  # output path relative to -o, without extension, '/'-separated
+    rel: str  # output path relative to -o, extension kept, '/'-separated (output_names)
     kind: str  # pdf | image
     page_count: int = 0
     error: str | None = None  # why it cannot be opened at all
@@ -128,25 +129,35 @@ def _walk(folder: Path, notices: list[str]) -> list[Path]:
 
 def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
     """Expand files, folders and globs into supported files; return them and notices."""
+    found, notices = _find(inputs)
+    return [path for path, _ in found], notices
+
+
+def _find(inputs: list[str]) -> tuple[list[tuple[Path, str]], list[str]]:
+    """Supported files, each with the absolute folder its output name is relative to (see
+    `output_names`), and notices. A file reached twice keeps its first argument's folder."""
     notices: list[str] = []
-    candidates: list[Path] = []
+    candidates: list[tuple[Path, str]] = []
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            candidates.extend(_walk(p, notices))
+            # The folder's parent: the folder's own name leads its documents' names.
+            base = os.path.dirname(os.path.abspath(p))
+            candidates.extend((f, base) for f in _walk(p, notices))
         elif p.exists() or p.is_symlink():
-            candidates.append(p)
+            candidates.append((p, os.path.dirname(os.path.abspath(p))))
         elif glob.has_magic(item):
+            base = _glob_base(item)
             matches = sorted(glob.glob(item, recursive=True))
             if not matches:
                 notices.append(f"no match for {display_path(item)}")
             for m in matches:
                 mp = Path(m)
-                candidates.extend(_walk(mp, notices) if mp.is_dir() else [mp])
+                candidates.extend((f, base) for f in (_walk(mp, notices) if mp.is_dir() else [mp]))
         else:
             raise UsageError(f"input not found: {display_path(item)}")
     out, seen, unknown = [], set(), []
-    for c in candidates:
+    for c, base in candidates:
         if c.suffix.lower() not in SUPPORTED:
             unknown.append(c)
             continue
@@ -157,7 +168,7 @@ def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
         if key in seen:
             continue
         seen.add(key)
-        out.append(c)
+        out.append((c, base))
     if len(unknown) == 1:
         notices.append(f"skipped {display_path(unknown[0])}: not a PDF or a supported image")
     elif unknown:
@@ -166,41 +177,77 @@ def find_documents(inputs: list[str]) -> tuple[list[Path], list[str]]:
     return out, notices
 
 
-def relative_names(paths: list[Path]) -> list[str]:
-    """Output names mirroring the input tree under the inputs' common root, no extension."""
-    # abspath, not Path.absolute(): it folds 'a/../b', so a '..' in an input path can never
-    # become a '..' in an output path.
-    absolute = [Path(os.path.abspath(p)) for p in paths]
-    if not absolute:
-        return []
-    root = Path(os.path.commonpath([str(p.parent) for p in absolute]))
+def _glob_base(pattern: str) -> str:
+    """The absolute folder before a glob's first wildcard: 'scans/**/*.pdf' -> .../scans.
+    Matches are named relative to it, as the shell-expanded files would be named from their
+    folder ('scans/*.pdf' gives 'x.pdf' either way)."""
+    literal: list[str] = []
+    for part in Path(pattern).parts:
+        if glob.has_magic(part):
+            break
+        literal.append(part)
+    return os.path.abspath(os.path.join(*literal) if literal else ".")
+
+
+def output_names(found: list[tuple[Path, str]]) -> tuple[list[str], list[str]]:
+    """Output names ('/'-separated, extension kept) for files with the folder each is named
+    from, and notices about names that had to be changed to stay apart.
+
+    A name is the file's path relative to its folder: for a file given directly, its own
+    name; for a folder given, the folder's name and the path inside it; for a glob, the path
+    after the glob's literal folder. It depends on nothing but the file and its argument, so
+    adding or removing files or other arguments renames nothing, and with the extension kept
+    `a.pdf` and `a.png` never meet. Two files can still arrive at one name (two arguments
+    with the same name, names that clean up alike, or that differ only in case, which a
+    case-insensitive file system would merge): the first in input order keeps it, each later
+    one gets '~' and 8 hex digits of a hash of its path as given, so its name does not depend
+    on its position either.
+    """
     names: list[str] = []
-    used: set[str] = set()
-    for p in absolute:
-        rel = p.relative_to(root)
-        parts = [_safe_part(x) for x in rel.with_suffix("").parts]
-        name = "/".join(parts)
-        if name in used:  # a.pdf and a.png side by side, or two names that clean up alike
-            base, n = f"{name}.{_safe_part(p.suffix.lstrip('.').lower())}", 1
-            name = base
-            while name in used:
+    notices: list[str] = []
+    used: set[str] = set()  # case-folded
+    for path, base in found:
+        # abspath, not Path.absolute(): it folds 'a/../b', so a '..' in an input path can
+        # never become a '..' in an output path.
+        absolute = os.path.abspath(path)
+        rel = os.path.relpath(absolute, base)
+        parts = rel.split(os.sep)
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):  # a glob's '..' led out
+            parts = [os.path.basename(absolute)]
+        safe = [_safe_part(x) for x in parts]
+        name = "/".join(safe)
+        if name.casefold() in used:
+            first = name
+            tag = hashlib.sha1(os.fsencode(path)).hexdigest()[:8]
+            stem = "/".join([*safe[:-1], _safe_part(parts[-1], room=len(tag) + 1)]) + "~" + tag
+            name, n = stem, 1
+            while name.casefold() in used:
                 n += 1
-                name = f"{base}-{n}"
-        used.add(name)
+                name = f"{stem}-{n}"
+            notices.append(f"{display_path(path)}: output name {first} is taken by an earlier "
+                           f"input; written as {name}")
+        used.add(name.casefold())
         names.append(name)
-    return names
+    return names, notices
 
 
-def _safe_part(part: str) -> str:
-    """A path component that cannot escape the output folder, hide, or be too long to write."""
+def relative_names(paths: list[Path]) -> list[str]:
+    """Output names of files given directly, as `collect` names them (see `output_names`)."""
+    return output_names([(p, os.path.dirname(os.path.abspath(p))) for p in paths])[0]
+
+
+def _safe_part(part: str, room: int = 0) -> str:
+    """A path component that cannot escape the output folder or be too long to write (`room`:
+    bytes kept free for a suffix)."""
     text = path_text(part)  # bytes that are not UTF-8 become visible escapes
     cleaned = "".join("_" if (c in "\\/" or not c.isprintable()) else c for c in text)
     if cleaned in ("", ".", ".."):
         cleaned = cleaned.replace(".", "_") or "_"
     raw = cleaned.encode("utf-8")
-    if len(raw) > MAX_NAME_BYTES:  # cut, and keep names that differ only at the end apart
+    limit = MAX_NAME_BYTES - room
+    if len(raw) > limit:  # cut, and keep names that differ only at the end apart
         digest = hashlib.sha1(raw).hexdigest()[:8]
-        cleaned = raw[: MAX_NAME_BYTES - 9].decode("utf-8", "ignore") + "-" + digest
+        cleaned = raw[: limit - 9].decode("utf-8", "ignore") + "-" + digest
     return cleaned
 
 
@@ -278,9 +325,11 @@ def count_pages(path: Path, kind: str, password: str | None) -> int:
 def collect(inputs: list[str], pages: set[int] | None = None, shard: tuple[int, int] | None = None,
             password: str | None = None) -> tuple[list[Document], list[str]]:
     """Documents of the run with their selected pages, and notices for the user."""
-    paths, notices = find_documents(inputs)
+    found, notices = _find(inputs)
+    names, name_notices = output_names(found)
+    notices.extend(name_notices)
     docs = []
-    for path, rel in zip(paths, relative_names(paths)):
+    for (path, _), rel in zip(found, names):
         if not in_shard(rel, shard):
             continue
         kind = "pdf" if path.suffix.lower() in PDF_SUFFIXES else "image"

@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import socket
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,6 @@ class PageRecord:
     fingerprint: str = ""
     tokens: int = 0
     requests: int = 0
-    decode_seconds: float = 0.0
     verify_steps: int = 0
     mean_accepted: float = 0.0
     accepted_histogram: dict[str, int] = field(default_factory=dict)
@@ -194,16 +194,41 @@ class OutputTree:
     def page_stem(self, rel: str, page: int) -> Path:
         return self.doc_dir(rel) / f"page-{page:04d}"
 
-    def is_done(self, rel: str, page: int, fingerprint: str) -> bool:
+    def is_done(self, rel: str, page: int, fingerprint: str,
+                formats: Collection[str] = ("md", "json")) -> bool:
+        """Whether a rerun with these settings can skip the page: its JSON is done under
+        `fingerprint`. The JSON alone decides: it is always written and holds the page's
+        text, so a wanted Markdown file that is missing (deleted, or the last run had
+        `--format json`) is written back from it here instead of decoding the page again.
+        `formats` is the run's --format set; the default is the CLI's."""
         stem = self.page_stem(rel, page)
         record = read_json(stem.with_suffix(".json"))
-        return (record is not None and record.get("fingerprint") == fingerprint
-                and record.get("status") in DONE_STATUSES and stem.with_suffix(".md").exists())
+        if (record is None or record.get("fingerprint") != fingerprint
+                or record.get("status") not in DONE_STATUSES):
+            return False
+        md = stem.with_suffix(".md")
+        if "md" in formats and not md.exists():
+            text = record.get("text")
+            if not isinstance(text, str):  # not a JSON this version wrote: decode again
+                return False
+            self.write_bytes(md, text.encode("utf-8"))  # the bytes write_page writes
+        return True
 
-    def write_page(self, rel: str, record: PageRecord, formats: set[str]) -> None:
+    def write_page(self, rel: str, record: PageRecord, formats: Collection[str]) -> None:
         stem = self.page_stem(rel, record.page)
+        md = stem.with_suffix(".md")
         if "md" in formats:
-            self.write_bytes(stem.with_suffix(".md"), record.text.encode("utf-8"))
+            self.write_bytes(md, record.text.encode("utf-8"))
+        else:
+            # A Markdown file from an earlier run would disagree with the new JSON (and the
+            # combined document is built from the page files): a page's .md, where there is
+            # one, always holds its JSON's text.
+            try:
+                md.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise _output_error(md, exc) from None
         # The JSON is written last: its presence with a matching fingerprint marks the page done.
         self.write_json(stem.with_suffix(".json"), asdict(record))
 

@@ -64,6 +64,12 @@ class Reporter:
             self._docs_task = self._progress.add_task("documents", total=documents, stats="")
             self._pages_task = self._progress.add_task("pages", total=pages, stats="")
 
+    def add_pages(self, pages: int) -> None:
+        """More pages to do, learnt after `start` (a `--workers` run hears of them per worker)."""
+        if self._progress is not None:
+            total = self._progress.tasks[self._pages_task].total or 0
+            self._progress.update(self._pages_task, total=total + pages)
+
     def notice(self, message: str) -> None:
         if not self.quiet:
             self.err.print(f"ocrcli: {message}", markup=False)

@@ -28,10 +28,11 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageOps
 
@@ -60,6 +61,15 @@ class PageImage:
     error: str | None = None
     timed_out: bool = False
     render_seconds: float = 0.0
+    # What `prepare` made of the image in the worker (the model's decode requests), or why it
+    # could not; both None when there was nothing to prepare.
+    prepared: Any = None
+    prepare_error: str | None = None
+
+
+# A page's model-side preparation (layout, crops, tensors), run in the render worker so the
+# engine's process spends its time decoding. Must be picklable: it travels to the worker.
+Prepare = Callable[[Image.Image], Any]
 
 
 class _DocCache:
@@ -168,8 +178,22 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
     return result
 
 
-def _worker_main(conn: Connection, settings: RenderSettings) -> None:
-    """A worker: render each PageRef the parent sends until it sends None or goes away."""
+def render_and_prepare(ref: PageRef, settings: RenderSettings, prepare: Prepare | None) -> PageImage:
+    """`render_page`, then `prepare` on the image; its failure is the page's, not the run's."""
+    result = render_page(ref, settings)
+    if prepare is not None and result.image is not None:
+        t0 = time.perf_counter()
+        try:
+            result.prepared = prepare(result.image)
+        except Exception as exc:  # a page the model cannot read must not stop the run
+            result.prepare_error = one_line(f"cannot prepare page: {exc}")
+        result.render_seconds += time.perf_counter() - t0
+    return result
+
+
+def _worker_main(conn: Connection, settings: RenderSettings, prepare: Prepare | None) -> None:
+    """A worker: render (and prepare) each PageRef the parent sends until it sends None or
+    goes away."""
     _worker_init()
     conn.send("ready")  # starting a process can take seconds; no page's clock runs meanwhile
     while True:
@@ -179,17 +203,17 @@ def _worker_main(conn: Connection, settings: RenderSettings) -> None:
             return
         if ref is None:
             return
-        conn.send(render_page(ref, settings))
+        conn.send(render_and_prepare(ref, settings, prepare))
 
 
 class _Worker:
     """One render process and its own pipe."""
 
-    def __init__(self, settings: RenderSettings):
+    def __init__(self, settings: RenderSettings, prepare: Prepare | None):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, settings), daemon=True,
-                                   name="ocrcli-render")
+        self.process = ctx.Process(target=_worker_main, args=(child, settings, prepare),
+                                   daemon=True, name="ocrcli-render")
         self.process.start()
         child.close()  # only the worker may hold its end: its death must end the pipe
         self.job: _Job | None = None
@@ -212,8 +236,10 @@ class Renderer:
     """Renders pages ahead of the engine in `workers` processes (0: in this process, where
     neither a timeout nor a crash can be contained)."""
 
-    def __init__(self, settings: RenderSettings, workers: int = 1, prefetch: int = 4):
+    def __init__(self, settings: RenderSettings, workers: int = 1, prefetch: int = 4,
+                 prepare: Prepare | None = None):
         self.settings = settings
+        self.prepare = prepare
         self.workers = workers
         self.prefetch = max(1, prefetch)
         self.pool: list[_Worker] = []  # started on first use
@@ -234,7 +260,7 @@ class Renderer:
             if worker.job is None:
                 return worker
         if len(self.pool) < self.workers:
-            self.pool.append(_Worker(self.settings))
+            self.pool.append(_Worker(self.settings, self.prepare))
             return self.pool[-1]
         return None
 
@@ -290,7 +316,7 @@ class RenderStream:
                 break
             job = _Job(ref)
             if self.r.workers == 0:
-                job.result = render_page(ref, self.r.settings)
+                job.result = render_and_prepare(ref, self.r.settings, self.r.prepare)
             self.pending.append(job)
         self._dispatch()
 

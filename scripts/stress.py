@@ -10,7 +10,7 @@ be caused from outside (a hung or crashing renderer, out-of-memory on the device
 where mount is not allowed) use the env-var hooks of ocrcli/faults.py.
 
 Byte-identity after kill -9 and after an out-of-memory retry compares every output file
-except summary.json, and page JSON without `decode_seconds` (wall-clock timing).
+except summary.json (the run's report, with its timings) byte for byte.
 """
 
 from __future__ import annotations
@@ -350,7 +350,7 @@ class Stress:
                          stdout=subprocess.DEVNULL)
         self.v.inputs_tried += 1
         start = time.perf_counter()
-        folder = out / doc.stem
+        folder = out / doc.name  # a file given directly: its output folder keeps the extension
         while proc.poll() is None and time.perf_counter() < start + 240:
             if time.perf_counter() >= start + after_s and (
                     pages == 0 or (folder.exists() and len(list(folder.glob("page-*.json"))) >= pages)):

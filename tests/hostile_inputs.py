@@ -370,14 +370,14 @@ def junk_files(folder: Path, seed: int = 0) -> list[Hostile]:
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     out = []
-    for size in (1, 7, 100, 1000, 4096, 65536):
-        path = folder / f"random-{size}.pdf"
-        path.write_bytes(rng.randbytes(size))
-        out.append(_h(path, "random-bytes-pdf", FAIL))
-    for size in (10, 1000, 100_000):
-        path = folder / f"pdf-header-random-{size}.pdf"
-        path.write_bytes(b"%PDF-1.7\n" + rng.randbytes(size))
-        out.append(_h(path, "pdf-header-then-random", FAIL))
+    # Random bytes, bare or behind a PDF header (in this order: the files depend on the seed).
+    random_pdfs = [("random", b"", "random-bytes-pdf", (1, 7, 100, 1000, 4096, 65536)),
+                   ("pdf-header-random", b"%PDF-1.7\n", "pdf-header-then-random", (10, 1000, 100_000))]
+    for name, header, kind, sizes in random_pdfs:
+        for size in sizes:
+            path = folder / f"{name}-{size}.pdf"
+            path.write_bytes(header + rng.randbytes(size))
+            out.append(_h(path, kind, FAIL))
     for suffix in ("pdf", "PDF", "png", "jpg", "jpeg", "tif", "tiff", "webp", "bmp"):
         path = folder / f"zero-bytes.{suffix}"
         path.write_bytes(b"")

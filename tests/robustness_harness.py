@@ -321,19 +321,14 @@ def _json(path: Path) -> dict | None:
 
 
 def comparable_outputs(out: Path) -> dict[str, object]:
-    """Every output file except the run summary, as bytes; page JSON without its timing
-    (decode_seconds is wall-clock and differs between any two runs)."""
+    """Every output file except the run summary (a report of the run, with its timings), as
+    bytes: pages carry no timings, so any two runs must agree byte for byte."""
     files: dict[str, object] = {}
     for path in sorted(out.rglob("*")):
         if not path.is_file() or path.name == "summary.json":
             continue
         rel = str(path.relative_to(out))
-        if path.name.startswith("page-") and path.suffix == ".json":
-            data = _json(path) or {"unreadable": True}
-            data.pop("decode_seconds", None)
-            files[rel] = data
-        else:
-            files[rel] = path.read_bytes()
+        files[rel] = path.read_bytes()
     return files
 
 

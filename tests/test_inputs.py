@@ -1,7 +1,10 @@
+import hashlib
 import os
 import shutil
+from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from ocrcli.errors import UsageError
 from ocrcli.inputs import collect, find_documents, in_shard, parse_pages, parse_shard, relative_names
@@ -41,10 +44,69 @@ def test_find_documents_sorted_recursive_dedup_and_notice(tmp_path):
     assert any("loop" in n for n in notices)
 
 
-def test_relative_names_mirror_tree_and_avoid_collisions(tmp_path):
+def test_relative_names_keep_the_extension_and_avoid_collisions(tmp_path):
     paths = [tmp_path / "x" / "r.pdf", tmp_path / "y" / "r.pdf", tmp_path / "y" / "r.png"]
-    assert relative_names(paths) == ["x/r", "y/r", "y/r.png"]
+    tag = hashlib.sha1(os.fsencode(paths[1])).hexdigest()[:8]
+    assert relative_names(paths) == ["r.pdf", f"r.pdf~{tag}", "r.png"]
     assert relative_names([tmp_path / ".." / "..pdf"])[0] != ".."
+
+
+def _png(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("L", (32, 16), 255).save(path)
+
+
+def test_names_are_rooted_at_the_arguments(tmp_path, monkeypatch):
+    """A folder given: its name, then the path inside it; a file given: its own name; a glob:
+    the path after its literal folder. Adding files or arguments renames nothing."""
+    src, extra = tmp_path / "scans", tmp_path / "elsewhere" / "deep"
+    _png(src / "2024" / "a.png")
+    _png(extra / "b.png")
+    alone = {d.path: d.rel for d in collect([str(src)])[0]}
+    assert list(alone.values()) == ["scans/2024/a.png"]
+    _png(src / "top.png")  # a file higher up than every other one
+    _png(tmp_path / "more" / "c.png")
+    docs, _ = collect([str(extra / "b.png"), str(src), str(tmp_path / "more")])
+    both = {d.path: d.rel for d in docs}
+    assert {p: both[p] for p in alone} == alone
+    assert sorted(both.values()) == ["b.png", "more/c.png", "scans/2024/a.png", "scans/top.png"]
+    # The same folder spelled differently (trailing slash, '..', '.') gives the same names.
+    for spelling in (f"{src}/", str(src / "2024" / "..")):
+        assert sorted(d.rel for d in collect([spelling])[0]) == \
+            ["scans/2024/a.png", "scans/top.png"], spelling
+    monkeypatch.chdir(src)
+    assert sorted(d.rel for d in collect(["."])[0]) == ["scans/2024/a.png", "scans/top.png"]
+    globbed = sorted(d.rel for d in collect([str(src / "**" / "*.png")])[0])
+    assert globbed == ["2024/a.png", "top.png"]
+    assert sorted(d.rel for d in collect([str(tmp_path / "sc*")])[0]) == \
+        ["scans/2024/a.png", "scans/top.png"]
+
+
+def test_same_stem_files_keep_apart_by_extension(tmp_path):
+    _png(tmp_path / "in" / "a.png")
+    (tmp_path / "in" / "a.jpg").write_bytes((SAMPLES / "memo.jpg").read_bytes())
+    shutil.copy(SAMPLES / "report.pdf", tmp_path / "in" / "a.pdf")
+    docs, notices = collect([str(tmp_path / "in")])
+    assert [d.rel for d in docs] == ["in/a.jpg", "in/a.pdf", "in/a.png"]
+    assert not any("output name" in n for n in notices)
+
+
+def test_arguments_with_one_name_get_a_suffix_from_their_own_path(tmp_path):
+    """Two folder arguments named alike (and names that differ only in case): the first
+    keeps the name, a later one gets '~' and a hash of its own path, with a notice."""
+    for folder in ("x/docs", "y/docs", "z/docs"):
+        _png(tmp_path / folder / "r.png")
+    _png(tmp_path / "w" / "R.PNG")
+    args = [str(tmp_path / f) for f in ("x/docs", "y/docs")]
+    docs, notices = collect(args)
+    tag = hashlib.sha1(os.fsencode(tmp_path / "y" / "docs" / "r.png")).hexdigest()[:8]
+    assert [d.rel for d in docs] == ["docs/r.png", f"docs/r.png~{tag}"]
+    assert any(f"docs/r.png~{tag}" in n and "taken" in n for n in notices)
+    # Its name does not depend on what else collided before it.
+    more = collect([str(tmp_path / "z" / "docs"), *args])[0]
+    assert more[2].rel == f"docs/r.png~{tag}"
+    folded = collect([str(tmp_path / "x" / "docs" / "r.png"), str(tmp_path / "w" / "R.PNG")])[0]
+    assert folded[0].rel == "r.png" and folded[1].rel.startswith("R.PNG~")
 
 
 def test_collect_counts_pages_and_records_errors(tmp_path):

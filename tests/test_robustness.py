@@ -265,7 +265,7 @@ def test_dotdot_paths_and_leading_dash_names(tmp_path):
     _, _, out = judged_convert(tmp_path, ["--", dotted], {0}, verdict,
                                [hi.Hostile(Path(dotted), "dotdot-dash", frozenset({hi.CONVERT}))])
     assert_clean(verdict)
-    assert (out / "-o" / "page-0001.md").exists()
+    assert (out / "-o.pdf" / "page-0001.md").exists()
 
 
 @pytest.mark.slow
@@ -390,7 +390,7 @@ def _signal_after(doc: Path, out: Path, cwd: Path, pages: int, sig: int, args=FA
                      stdout=subprocess.DEVNULL)
     deadline = time.perf_counter() + 180
     while proc.poll() is None and time.perf_counter() < deadline:
-        if len(list((out / doc.stem).glob("page-*.json"))) >= pages:
+        if len(list((out / doc.name).glob("page-*.json"))) >= pages:
             break
         time.sleep(0.05)
     os.kill(proc.pid, sig)

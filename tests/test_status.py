@@ -57,22 +57,22 @@ def test_complete_run_exits_0_both_ways(run):
 
 def test_deleted_page_is_missing(run):
     src, out, expected = run
-    (out / "sub" / "deep" / "c" / "page-0002.json").unlink()
+    (out / "in" / "sub" / "deep" / "c.pdf" / "page-0002.json").unlink()
     for args in [(out, src), (out,)]:
         code, report = status(*args)
         assert code == 1
         assert report["pages"]["missing"] == 1 and report["pages"]["done"] == sum(expected.values()) - 1
         [doc] = report["incomplete"]
-        assert doc["rel"] == "sub/deep/c" and doc["missing"] == [2]
+        assert doc["rel"] == "in/sub/deep/c.pdf" and doc["missing"] == [2]
     r = run_cli("status", str(out), str(src))
-    assert r.returncode == 1 and "sub/deep/c: missing page 2" in r.stdout
+    assert r.returncode == 1 and "in/sub/deep/c.pdf: missing page 2" in r.stdout
     # The page was not asked for: complete.
     assert status(out, src, "--pages", "1")[0] == 0
 
 
 def test_failed_page_is_counted_with_its_reason(run):
     src, out, _ = run
-    page = out / "f03" / "page-0001.json"
+    page = out / "in" / "f03.png" / "page-0001.json"
     record = json.loads(page.read_text())
     record.update(status="failed", error="cannot render page: boom")
     page.write_text(json.dumps(record))
@@ -80,28 +80,28 @@ def test_failed_page_is_counted_with_its_reason(run):
     assert code == 1 and report["pages"]["failed"] == 1
     assert report["incomplete"][0]["errors"] == {"1": "cannot render page: boom"}
     r = run_cli("status", str(out), str(src))
-    assert "f03: failed page 1; page 1: cannot render page: boom" in r.stdout
+    assert "in/f03.png: failed page 1; page 1: cannot render page: boom" in r.stdout
 
 
 def test_documents_never_started_need_the_inputs(run):
     src, out, expected = run
-    shutil.rmtree(out / "f07")
-    (out / "f07.md").unlink()
+    shutil.rmtree(out / "in" / "f07.png")
+    (out / "in" / "f07.png.md").unlink()
     code, report = status(out, src)
-    assert code == 1 and report["incomplete"][0]["rel"] == "f07" and report["pages"]["missing"] == 1
-    code, report = status(out)  # the manifests alone cannot know f07 existed
+    assert code == 1 and report["incomplete"][0]["rel"] == "in/f07.png" and report["pages"]["missing"] == 1
+    code, report = status(out)  # the manifests alone cannot know f07.png existed
     assert code == 0 and report["documents"] == len(expected) - 1
     assert "documents that no worker started" in report["notices"][0]
 
 
 def test_document_without_manifest_is_unfinished(run):
     src, out, _ = run
-    (out / "sub" / "deep" / "c" / "manifest.json").unlink()
-    (out / "sub" / "deep" / "c" / "page-0002.json").unlink()
+    (out / "in" / "sub" / "deep" / "c.pdf" / "manifest.json").unlink()
+    (out / "in" / "sub" / "deep" / "c.pdf" / "page-0002.json").unlink()
     code, report = status(out)
     assert code == 1 and report["documents_unfinished"] == 1
     [doc] = report["incomplete"]
-    assert doc["rel"] == "sub/deep/c" and doc["unfinished"] and doc["source"].endswith("c.pdf")
+    assert doc["rel"] == "in/sub/deep/c.pdf" and doc["unfinished"] and doc["source"].endswith("c.pdf")
     code, report = status(out, src)  # the inputs know its page count
     assert code == 1 and report["incomplete"][0]["missing"] == [2]
 

@@ -51,7 +51,6 @@ class PageAssembly:
     tokens: int = 0
     verify_steps: int = 0
     hist: Counter = field(default_factory=Counter)
-    decode_s: float = 0.0
 
     @classmethod
     def start(cls, image: PageImage, requests: list[DecodeRequest]) -> PageAssembly:
@@ -66,7 +65,6 @@ class PageAssembly:
         self.tokens += st.tokens
         self.verify_steps += st.verify_steps
         self.hist.update(st.accepted_hist)
-        self.decode_s += st.prefill_s + st.draft_s + st.verify_s
 
     @property
     def finished(self) -> bool:
@@ -83,7 +81,7 @@ class PageAssembly:
             source=path_text(self.image.ref.path), page=self.image.ref.page, status=status, text=text,
             width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
             fingerprint=fp, tokens=self.tokens, requests=len(self.requests),
-            decode_seconds=round(self.decode_s, 4), verify_steps=self.verify_steps,
+            verify_steps=self.verify_steps,
             mean_accepted=round(self.tokens / self.verify_steps, 3) if self.verify_steps else 0.0,
             accepted_histogram={str(k): v for k, v in sorted(self.hist.items())},
             quality=quality_flags(text))

@@ -86,6 +86,9 @@ class Tokenizer(Protocol):
 class PageAdapter(Protocol):
     """Turns a page image into requests, and decoded texts back into the page's Markdown."""
 
+    # An adapter may set `prepares_in_worker = True` when `page_requests` pickles: the
+    # converter then runs it in the render workers, beside rendering.
+
     def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
         """Requests for one page; their keys are set by the caller."""
 

@@ -105,11 +105,14 @@ def attention(
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     b, h, t, d = q.shape
     s = k.shape[2]
-    if gemm_rows_are_independent(d, s, q.dtype) and gemm_rows_are_independent(s, d, q.dtype):
-        scores = _padded_matmul(q, k.transpose(-1, -2)) / math.sqrt(d)  # [B,H,T,S]
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        return _padded_matmul(torch.softmax(scores, dim=-1), v)
+    if sdpa_rows_are_independent(d, s, q.dtype):
+        extra = -t % MIN_GEMM_ROWS
+        if extra:  # padded queries attend everywhere: a fully masked row would be NaN
+            q = torch.cat([q, q.new_zeros(b, h, extra, d)], dim=2)
+            if mask is not None:
+                mask = mask.expand(mask.shape[0], mask.shape[1], t, s)
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], mask.shape[1], extra, s)], dim=2)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, :, :t]
     rows = q.reshape(b * h * t, 1, d)
     keys = k.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
     scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, h, t, s) / math.sqrt(d)
@@ -118,6 +121,32 @@ def attention(
     probs = torch.softmax(scores, dim=-1).reshape(b * h * t, 1, s)
     values = v.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
     return torch.bmm(probs, values).view(b, h, t, d)
+
+
+@functools.cache
+def sdpa_rows_are_independent(d: int, s: int, dtype: torch.dtype) -> bool:
+    """The same probe as `gemm_rows_are_independent`, for the fused attention kernel with
+    queries padded to a multiple of MIN_GEMM_ROWS: does a query row's output depend on how
+    many queries share the call, their order, or the batch?"""
+    gen = torch.Generator().manual_seed(0)
+    k, v = (torch.randn(3, 2, s, d, generator=gen, dtype=torch.float64).to(dtype) for _ in "kv")
+    q = torch.randn(3, 2, 40, d, generator=gen, dtype=torch.float64).to(dtype)
+    mask = torch.rand(3, 1, 40, s, generator=gen) > 0.3
+    mask[..., 0] = True
+
+    def padded(rows: torch.Tensor, m: torch.Tensor, batch: int) -> torch.Tensor:
+        t = rows.shape[2]
+        extra = -t % MIN_GEMM_ROWS
+        rows = torch.cat([rows, rows.new_zeros(*rows.shape[:2], extra, d)], dim=2)
+        m = torch.cat([m, m.new_ones(*m.shape[:2], extra, s)], dim=2)
+        return F.scaled_dot_product_attention(rows, k[:batch], v[:batch], attn_mask=m)[:, :, :t]
+
+    alone = padded(q[:1, :, :1], mask[:1, :, :1], 1)
+    for t in range(2, 41):
+        rows, m = q[:, :, :t].flip(2), mask[:, :, :t].flip(2)  # the probed row last
+        if not torch.equal(padded(rows, m, 3)[:1, :, -1:], alone):
+            return False
+    return True
 
 
 def use_fast_kernels(module: nn.Module) -> None:

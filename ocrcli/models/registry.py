@@ -7,9 +7,10 @@ from pathlib import Path
 
 import torch
 
-from ocrcli.errors import ModelLoadError
+from ocrcli.errors import ModelLoadError, UsageError
 from ocrcli.models import builtin
 from ocrcli.models.base import LoadedModel
+from ocrcli.models.deepseek_ocr.preprocess import MODES
 
 __all__ = ["KNOWN_MODELS", "ModelLoadError", "load_model", "resolve_device"]
 
@@ -44,25 +45,38 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def load_model(name: str, device: str = "cpu") -> LoadedModel:
-    """Load by name (`builtin`, a hub id) or from a local folder."""
+def load_model(
+    name: str, device: str = "cpu", mode: str | None = None, prompt: str | None = None
+) -> LoadedModel:
+    """Load by name (`builtin`, a hub id) or from a local folder.
+
+    `mode` is DeepSeek-OCR's image mode (`--mode`; None: the model's default, Gundam);
+    `prompt` replaces its instruction (`--prompt`). The built-in line reader has no image
+    modes, so a mode given for it is a usage error rather than silently ignored.
+    """
+    if mode is not None and mode not in MODES:
+        raise UsageError(f"--mode {mode}: use one of {', '.join(MODES)}")
+    path = Path(name).expanduser()
+    builtin_folder = name == "builtin" or (path.is_dir() and builtin.is_builtin_folder(path))
+    if builtin_folder and mode is not None:
+        raise UsageError(f"--mode {mode}: the built-in model reads text lines and has no image "
+                         "modes; --mode applies to DeepSeek-OCR and Jina-OCR-v1")
     if name == "builtin":
         return builtin.load(builtin.BUILTIN_DIR, device)
-    path = Path(name).expanduser()
     if path.is_dir():
-        if builtin.is_builtin_folder(path):
+        if builtin_folder:
             return builtin.load(path, device, model_id=str(path))
-        return _load_deepseek(str(path), device)
+        return _load_deepseek(str(path), device, mode, prompt)
     if path.exists():
         raise ModelLoadError(f"--model {name}: a model is a folder (config.json, safetensors, "
                              "tokenizer.json), not a file")
     if "/" in name and not name.startswith((".", "/")):
-        return _load_deepseek(name, device)
+        return _load_deepseek(name, device, mode, prompt)
     raise ModelLoadError(f"--model {name}: no such folder, and not a known model name "
                          "(see `ocrcli models`)")
 
 
-def _load_deepseek(name: str, device: str) -> LoadedModel:
+def _load_deepseek(name: str, device: str, mode: str | None, prompt: str | None) -> LoadedModel:
     try:
         from ocrcli.models import deepseek_ocr
     except ImportError as exc:  # pragma: no cover - the package ships it
@@ -71,4 +85,4 @@ def _load_deepseek(name: str, device: str) -> LoadedModel:
         raise ModelLoadError("DeepSeek-OCR / Jina-OCR-v1 loading is not implemented in this "
                              "version; use --model builtin")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return deepseek_ocr.load(name, device, dtype)
+    return deepseek_ocr.load(name, device, dtype, mode=mode or "gundam", instruction=prompt)

@@ -31,6 +31,8 @@ class LinePlace:
 class LinePageAdapter:
     """One request per text line; the page's Markdown is assembled from the line texts."""
 
+    prepares_in_worker = True  # stateless numpy/PIL work: the render workers can do it
+
     def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
         gray = image.convert("L")
         boxes = segment_lines(gray)

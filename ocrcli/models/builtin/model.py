@@ -30,7 +30,6 @@ from ocrcli.models.layers import (
     rowwise_matmul,
     select_slots,
     sinusoid_table,
-    use_fast_kernels,
 )
 
 
@@ -45,6 +44,9 @@ class BuiltinConfig:
     max_visual: int = 200  # MAX_LINE_WIDTH / 8
     max_text: int = 256
     mtp_depth: int = 6  # the head is trained for this many recursive steps
+    # TIGER-style routing: the head attends to only this many visual tokens, chosen per step
+    # by a gate over its own text state. 0 = every token (the unrouted head, the default).
+    mtp_route_k: int = 0
     bos_id: int = 1
     eos_id: int = 2
     pad_id: int = 0
@@ -106,11 +108,77 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
 
 
+class VisualRouter(nn.Module):
+    """Text-conditioned top-k routing over visual tokens (our reading of TIGER; the paper's
+    gating function is not public).
+
+    The gate projects the drafter's text state to a query in the attention's key space and
+    scores every visual token against the keys the head's cross-attention already holds
+    (summed over heads), so a model needs no extra per-request state to use it: any head that
+    cross-attends over visual positions with cached keys can. The top k valid tokens are kept.
+
+    Selection is hard at inference (`forward_gathered`: only k keys and values are read). In
+    training (`forward_masked`) the forward pass is the same hard selection, written as a 0/1
+    mask over all N tokens, and the backward pass is straight-through: the mask is
+    `hard + soft - soft.detach()` with `soft` the gate's softmax over valid tokens, so the gate
+    learns which tokens the head's loss wants included.
+    """
+
+    def __init__(self, dim: int, heads: int, k: int):
+        super().__init__()
+        self.k = k
+        self.heads = heads
+        self.head_dim = dim // heads
+        self.query = Linear(dim, dim, bias=False)
+
+    def scores(self, x: torch.Tensor, mem_k: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """x [B,T,d], mem_k [B,H,N,D], valid [B,N] -> gate scores [B,T,N], -inf where invalid."""
+        b, t, _ = x.shape
+        q = self.query(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        s = (q @ mem_k.transpose(-1, -2)).sum(1) / math.sqrt(self.head_dim)
+        return s.masked_fill(~valid[:, None, :], float("-inf"))
+
+    def select(self, scores: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> indices [B,T,k'] of the top k' = min(k, N) tokens, and which of them are valid.
+        A line with fewer than k valid tokens fills the rest with invalid ones (score -inf),
+        which stay masked out of attention."""
+        k = min(self.k, scores.shape[-1])
+        idx = scores.topk(k, dim=-1).indices
+        b, t, _ = idx.shape
+        return idx, valid[:, None, :].expand(b, t, -1).gather(2, idx)
+
+    def forward_gathered(self, q, mem_k, mem_v, scores, valid):
+        """Inference: attention over the k selected tokens only. q [B,H,T,D] -> [B,H,T,D]."""
+        idx, sel_valid = self.select(scores, valid)
+        b, h, t, d = q.shape
+        k = idx.shape[-1]
+        n = mem_k.shape[2]
+        gather = idx[:, None, :, :, None].expand(b, h, t, k, d)
+        keys = mem_k[:, :, None].expand(b, h, t, n, d).gather(3, gather)  # [B,H,T,k,D]
+        vals = mem_v[:, :, None].expand(b, h, t, n, d).gather(3, gather)
+        att = (q[:, :, :, None] @ keys.transpose(-1, -2)) / math.sqrt(d)  # [B,H,T,1,k]
+        att = att.masked_fill(~sel_valid[:, None, :, None, :], float("-inf"))
+        return (att.softmax(-1) @ vals)[:, :, :, 0]
+
+    def forward_masked(self, q, mem_k, mem_v, scores, valid):
+        """Training: the same hard selection as a mask over all N tokens, straight-through."""
+        idx, _ = self.select(scores, valid)
+        hard = torch.zeros_like(scores).scatter_(-1, idx, 1.0) * valid[:, None, :]
+        soft = scores.softmax(-1)  # -inf (invalid) -> 0
+        gate = (hard + soft - soft.detach())[:, None]  # [B,1,T,N]: forward == hard
+        att = (q @ mem_k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B,H,T,N]
+        att = att.masked_fill(~valid[:, None, None, :], float("-inf")).softmax(-1) * gate
+        # renormalising over the kept tokens == a softmax over the selected set only
+        return (att / att.sum(-1, keepdim=True).clamp(min=1e-20)) @ mem_v
+
+
 class MTPHead(nn.Module):
     """FastMTP draft block, shared across recursive steps.
 
     g = eh_proj([enorm(emb(t_p)); hnorm(h_{p-1})]); one cross-attention block over the line;
     logits = lm_head(norm(g)). It has no self-attention over text, so it needs no KV cache.
+    With `cfg.mtp_route_k > 0` the cross-attention reads only the top-k visual tokens that a
+    `VisualRouter` picks from the block's input state at every step (see its docstring).
     """
 
     def __init__(self, cfg: BuiltinConfig):
@@ -120,12 +188,39 @@ class MTPHead(nn.Module):
         self.eh_proj = Linear(2 * cfg.dim, cfg.dim, bias=False)
         self.block = DecoderLayerNoSelf(cfg)
         self.norm = RMSNorm(cfg.dim)
-        use_fast_kernels(self)  # a drafter: the verify pass checks whatever it proposes
+        # Only a routed head has a router, so the unrouted state dict (the shipped weights)
+        # is unchanged and loads strictly.
+        self.router = VisualRouter(cfg.dim, cfg.heads, cfg.mtp_route_k) if cfg.mtp_route_k > 0 else None
 
     def forward(self, emb, hidden, mem_k, mem_v, mem_mask):
         g = self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(hidden)], dim=-1))
-        g = self.block(g, mem_k, mem_v, mem_mask)
+        if self.router is None:
+            g = self.block(g, mem_k, mem_v, mem_mask)
+        else:
+            g = self._routed_block(g, mem_k, mem_v, mem_mask)
         return g, self.norm(g)
+
+    def _routed_block(self, x, mem_k, mem_v, mem_mask):
+        """`DecoderLayerNoSelf.forward` with the cross-attention limited to the routed tokens."""
+        blk, attn = self.block, self.block.cross_attn
+        b, t, _ = x.shape
+        valid = mem_mask.reshape(mem_mask.shape[0], -1).expand(b, -1)  # [B,1,1,N] -> [B,N]
+        y = blk.cross_norm(x)
+        scores = self.router.scores(y, mem_k, valid)
+        q = attn.q_proj(y).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
+        # Gathering is cheaper at inference; training needs every token for the
+        # straight-through gradient.
+        routed = self.router.forward_masked if torch.is_grad_enabled() else self.router.forward_gathered
+        out = routed(q, mem_k, mem_v, scores, valid)
+        x = x + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        return x + blk.mlp(blk.mlp_norm(x))
+
+    def init_router_from_attention(self) -> None:
+        """Start the gate as the sum over heads of the head's own attention logits, so a
+        routed head trained from an unrouted one first keeps the tokens it attended to most."""
+        if self.router is not None:
+            with torch.no_grad():
+                self.router.query.weight.copy_(self.block.cross_attn.q_proj.weight)
 
 
 class DecoderLayerNoSelf(nn.Module):
@@ -275,7 +370,7 @@ class BuiltinOCR(nn.Module):
         positions = positions.clamp(max=self.pos_table.shape[0] - 1)
         emb = self.embed_tokens(tokens[:, None], positions[:, None])
         g, normed = self.mtp(emb, hidden[:, None], k, v, mask)
-        return (normed @ self.embed.weight.t())[:, 0], g[:, 0]  # fast kernels, as in the head
+        return self.logits(normed)[:, 0], g[:, 0]
 
     def draft_commit(self, slots, hidden, tokens, positions) -> None:
         """The head reads only the line, never earlier text: nothing to refill."""

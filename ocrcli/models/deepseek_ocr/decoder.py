@@ -12,8 +12,50 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import Attention, KVCache, RMSNorm, SwiGLU
+from ..layers import (
+    Attention,
+    KVCache,
+    Linear,
+    RMSNorm,
+    SwiGLU,
+    batch_invariant,
+    rowwise_matmul,
+    use_fast_kernels,
+)
 from .config import DecoderConfig, MtpConfig
+
+# Elementwise kernels run a vector body over 2 * lanes elements at a time and a scalar tail,
+# and SiLU's two paths round differently (measured: 1 ulp). A row's activation would then
+# depend on where the row sits in the call: a token alone in a 16-wide expert (tiny models)
+# takes the tail, the same token among 5 the body. 64 elements cover 2 * lanes for every
+# dtype and ISA; calls above ATen's parallel grain (32768 elements) are split across threads
+# at unaligned offsets, so larger inputs go in aligned serial slices.
+_VECTOR_BODY = 64
+_SERIAL_GRAIN = 32768
+
+
+def rowwise_silu(x: torch.Tensor) -> torch.Tensor:
+    """F.silu whose CPU inference result per element does not depend on the tensor around it."""
+    if not batch_invariant(x):
+        return F.silu(x)
+    flat = x.reshape(-1)
+    n = flat.numel()
+    extra = -n % _VECTOR_BODY
+    if extra:
+        flat = torch.cat([flat, flat.new_zeros(extra)])
+    if flat.numel() <= _SERIAL_GRAIN:
+        out = F.silu(flat)
+    else:
+        out = torch.cat([F.silu(part) for part in flat.split(_SERIAL_GRAIN)])
+    return out[:n].view(x.shape)
+
+
+class DeepseekMLP(SwiGLU):
+    """layers.SwiGLU (same tensors) with the batch-invariant SiLU: with its Linear products
+    padded per row, a token's output is the same whatever else shares the call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(rowwise_silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class ExpertRouter(nn.Module):
@@ -29,7 +71,11 @@ class ExpertRouter(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [N,d] -> weights [N,k] float32, expert ids [N,k]."""
         # Routing in bf16 flips near-tied experts; the reference computes it in float32.
-        probs = F.linear(x.float(), self.weight.float()).softmax(dim=-1)
+        # On CPU inference the logits go through the row-independent product: a verify pass
+        # routes K+1 tokens at once, and a 1-ulp change could pick another expert.
+        xf, wf = x.float(), self.weight.float()
+        logits = rowwise_matmul(xf, wf.t()) if batch_invariant(x) else F.linear(xf, wf)
+        probs = logits.softmax(dim=-1)
         weights, experts = torch.topk(probs, self.top_k, dim=-1)
         return weights * self.scale, experts
 
@@ -41,9 +87,10 @@ class MoE(nn.Module):
         super().__init__()
         self.gate = ExpertRouter(cfg)
         self.experts = nn.ModuleList(
-            SwiGLU(cfg.hidden_size, cfg.moe_intermediate_size) for _ in range(cfg.n_routed_experts)
+            DeepseekMLP(cfg.hidden_size, cfg.moe_intermediate_size)
+            for _ in range(cfg.n_routed_experts)
         )
-        self.shared_experts = SwiGLU(
+        self.shared_experts = DeepseekMLP(
             cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts
         )
 
@@ -66,11 +113,17 @@ class MoE(nn.Module):
                 stop = start + count
                 grouped_out[start:stop] = self.experts[expert_id](grouped_in[start:stop])
                 start = stop
-        # Weight and sum the k outputs of each token in float32, in a fixed order (no atomics),
-        # as the reference sums them: deterministic and independent of the batch.
+        # Each expert is built of layers.Linear and rowwise_silu, so on CPU inference a token's output
+        # does not depend on how many tokens share its expert. Weight and sum the k outputs
+        # of each token in float32, in rank order, by elementwise adds (no reduction kernel
+        # whose blocking could depend on N): deterministic and independent of the batch.
         pair_out = torch.empty(n * k, shape[-1], dtype=torch.float32, device=x.device)
         pair_out[order] = grouped_out.float() * weights.reshape(-1)[order, None]
-        routed = pair_out.reshape(n, k, -1).sum(dim=1).to(x.dtype)
+        pair_out = pair_out.reshape(n, k, -1)
+        routed = pair_out[:, 0].clone()
+        for rank in range(1, k):
+            routed += pair_out[:, rank]
+        routed = routed.to(x.dtype)
         return routed.reshape(shape) + self.shared_experts(x)
 
 
@@ -82,7 +135,7 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg.hidden_size, cfg.heads, rope_theta=cfg.rope_theta)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size) if dense else MoE(cfg)
+        self.mlp = DeepseekMLP(cfg.hidden_size, cfg.intermediate_size) if dense else MoE(cfg)
 
     def forward(
         self,
@@ -111,8 +164,9 @@ class MtpHead(nn.Module):
         self.concat_order = mtp.concat_order
         self.enorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.hnorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.eh_proj = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.eh_proj = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.mtp_block = DecoderLayer(cfg, dense=True)  # mtp_moe=false
+        use_fast_kernels(self)  # a drafter: the exact verify pass checks whatever it proposes
 
     def forward(
         self,

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from ...errors import ModelLoadError, UsageError
 from ..base import LoadedModel
 from .adapter import DeepseekOcrPageAdapter, default_guard
 from .config import DeepseekOcrConfig, MtpConfig, config_from_hf
@@ -28,9 +29,9 @@ from .tokenizer import OcrTokenizer
 
 HUB_ALLOW_PATTERNS = ["*.json", "*.safetensors"]
 
-
-class ModelLoadError(Exception):
-    """The model cannot be loaded; str() is a one-line reason naming the problem."""
+# ModelLoadError (re-exported here) is the CLI's own: exit code 3 and its one-line message,
+# whoever calls the loader. Its str() names the problem.
+__all__ = ["HUB_ALLOW_PATTERNS", "ModelLoadError", "load"]
 
 
 def is_ignored_tensor(name: str) -> bool:
@@ -177,14 +178,16 @@ def load(
     *,
     mode: str = "gundam",
     mtp: MtpConfig | None = None,
+    instruction: str | None = None,
 ) -> LoadedModel:
     """Load a checkpoint into a LoadedModel for the engine.
 
     `mode` is the image mode (tiny, small, base, large, gundam, gundam-m); `mtp` overrides
-    the draft head's switches (concat order, target tap) for Jina-OCR-v1.
+    the draft head's switches (concat order, target tap) for Jina-OCR-v1; `instruction`
+    replaces the model's default instruction (`--prompt`).
     """
-    if mode not in MODES:
-        raise ModelLoadError(f"unknown image mode {mode!r}; expected one of {sorted(MODES)}")
+    if mode not in MODES:  # the caller's mistake, not the checkpoint's: a usage error
+        raise UsageError(f"unknown image mode {mode!r}; use one of {', '.join(MODES)}")
     folder = resolve_folder(path_or_id)
     cfg = read_config(folder)
     if mtp is not None and cfg.mtp is not None:
@@ -210,7 +213,7 @@ def load(
     check_tensors(expected, checkpoint_shapes(shards), cfg.arch)
     load_weights(net, shards, device, dtype)
     decoder = DeepseekOcrDecoder(net)
-    adapter = DeepseekOcrPageAdapter(tokenizer, cfg, mode=MODES[mode])
+    adapter = DeepseekOcrPageAdapter(tokenizer, cfg, mode=MODES[mode], instruction=instruction or "")
     return LoadedModel(
         model_id=path_or_id if not Path(path_or_id).is_dir() else str(folder.resolve()),
         weights_hash=weights_fingerprint(folder, shards),

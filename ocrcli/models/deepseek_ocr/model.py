@@ -15,9 +15,10 @@ protocol the engine drives live in `runtime.py`.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ..layers import KVCache, RMSNorm
+from ..layers import KVCache, Linear, RMSNorm
 from .config import DeepseekOcrConfig
 from .decoder import DecoderLayer, MtpModule
 from .vision import (
@@ -84,11 +85,17 @@ class DeepseekOcrForCausalLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = DeepseekOcrModel(cfg)
-        self.lm_head = nn.Linear(cfg.decoder.hidden_size, cfg.decoder.vocab_size, bias=False)
+        # layers.Linear: on CPU inference a row's logits do not depend on the other rows, so
+        # a verify pass over K+1 positions gives bitwise the greedy step's logits.
+        self.lm_head = Linear(cfg.decoder.hidden_size, cfg.decoder.vocab_size, bias=False)
         self.mtp_module = MtpModule(cfg.decoder, cfg.mtp) if cfg.mtp is not None else None
 
-    def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
-        # Matmul in the weights' dtype, logits returned in float32 (as the reference does).
+    def logits(self, normed_hidden: torch.Tensor, exact: bool = True) -> torch.Tensor:
+        """Matmul in the weights' dtype, logits returned in float32 (as the reference does).
+        `exact=False` is for the drafter: its tokens are verified, so it may take the fast
+        kernel whatever its rounding."""
+        if not exact:
+            return F.linear(normed_hidden, self.lm_head.weight).float()
         return self.lm_head(normed_hidden).float()
 
     def embed_for_draft(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

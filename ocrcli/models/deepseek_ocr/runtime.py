@@ -66,8 +66,18 @@ class DeepseekOcrDecoder:
 
     @torch.inference_mode()
     def encode(self, visuals: list[PageVisual]) -> list[torch.Tensor]:
-        """Each page's visual tokens [N_i,d], in <image>-slot order. Views of equal size are
-        batched together across pages (all global views, all tiles)."""
+        """Each page's visual tokens [N_i,d], in <image>-slot order.
+
+        On the CPU every page is encoded on its own: SAM's and CLIP's convolutions and
+        products round differently with the batch size, and which pages share a prefill
+        depends on when slots free up (the draft depth) and on rendering order, so batching
+        across pages would make a page's text depend on its neighbours. Elsewhere views of
+        equal size are batched together across pages (all global views, all tiles)."""
+        if self.device.type == "cpu" and len(visuals) > 1:
+            return [self._encode_batch([v])[0] for v in visuals]
+        return self._encode_batch(visuals)
+
+    def _encode_batch(self, visuals: list[PageVisual]) -> list[torch.Tensor]:
         model = self.net.model
         views: dict[int, list[tuple[int, str, torch.Tensor]]] = defaultdict(list)
         for i, v in enumerate(visuals):
@@ -192,7 +202,7 @@ class DeepseekOcrDecoder:
         )
         # The shared final norm; its output feeds the LM head and is the next step's hidden.
         out = self.net.model.norm(x)[:, 0]  # [B,d]
-        return self.net.logits(out), out
+        return self.net.logits(out, exact=False), out
 
     @torch.inference_mode()
     def draft_commit(

@@ -1,0 +1,222 @@
+"""`ocrcli convert --workers N`: one converter process per device, one run.
+
+The parent splits nothing itself: every worker collects the same inputs and keeps every N-th
+page (`convert.worker_share`), loads its own model on its own device (a GPU each when there
+are enough of them, else an equal share of the CPU threads) and writes its pages as a plain
+run would. Pages are decoded batch-invariantly, so a page's files do not depend on which
+worker made them or what it was batched with: N workers give the same bytes as one.
+
+The parent forwards progress from a queue, relays signals once (workers sit in their own
+process groups), and when every worker has ended it rewrites each document's manifest and
+Markdown from the page files on disk (two workers may both have finished a document with
+half of its pages) and merges the workers' summaries into `summary.json`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+from collections import Counter
+from dataclasses import replace
+
+import torch
+
+from ocrcli import __version__
+from ocrcli.convert import Converter, ConvertSettings
+from ocrcli.errors import ExitCode, OcrCliError, UsageError, one_line
+from ocrcli.inputs import collect, display_path, path_text
+from ocrcli.output import OutputTree, check_writable
+from ocrcli.progress import Reporter
+
+# A worker's exit that outranks the others' decides the run's code (ocrcli's ExitCode order:
+# an interrupt, then a problem with the whole run, then failed pages).
+SEVERITY = [ExitCode.interrupted, ExitCode.model_error, ExitCode.output_error,
+            ExitCode.usage, ExitCode.pages_failed, ExitCode.ok]
+
+
+class ForwardingReporter(Reporter):
+    """A worker's reporter: page progress and problems go to the parent's queue. Document
+    lines and notices are the parent's to print (it sees whole documents and inputs)."""
+
+    def __init__(self, events, worker: int):
+        super().__init__("plain", quiet=True)
+        self.events, self.worker = events, worker
+
+    def start(self, documents: int, pages: int) -> None:
+        self.events.put(("start", self.worker, pages))
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def problem(self, message: str) -> None:
+        self.events.put(("problem", self.worker, message))
+
+    def page(self, tokens: int, verify_steps: int) -> None:
+        self.events.put(("page", self.worker, (tokens, verify_steps)))
+
+    def document(self, source: str, pages: dict[str, str], error: str | None) -> None:
+        pass
+
+    def finish(self, summary: dict) -> None:
+        pass
+
+
+def worker_devices(device: str, workers: int) -> tuple[list[str], int]:
+    """Each worker's device, and torch threads per worker: a GPU each when `device` allows
+    CUDA and there are enough, otherwise the CPU's cores shared out evenly."""
+    if device in ("auto", "cuda") and torch.cuda.is_available() and torch.cuda.device_count() >= workers:
+        return [f"cuda:{k}" for k in range(workers)], 1
+    if device not in ("auto", "cpu"):
+        raise UsageError(f"--workers {workers} with --device {device}: use --device auto (one "
+                         "GPU per worker when there are enough) or --device cpu")
+    return ["cpu"] * workers, max(1, (os.cpu_count() or 1) // workers)
+
+
+def _worker_main(settings: ConvertSettings, threads: int, events) -> None:
+    os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the parent only; it relays it once
+    torch.set_num_threads(threads)
+    k = settings.worker[0]
+    try:
+        code, summary = Converter(settings, ForwardingReporter(events, k)).run()
+        events.put(("done", k, (int(code), summary)))
+    except OcrCliError as exc:
+        events.put(("error", k, (int(exc.exit_code), str(exc))))
+    except BaseException as exc:  # noqa: BLE001 - anything else still ends as one line
+        events.put(("error", k, (int(ExitCode.pages_failed), f"{type(exc).__name__}: {one_line(exc)}")))
+
+
+class _Relay:
+    """Signals to the parent go to the workers, once each; the parent keeps collecting."""
+
+    def __init__(self, procs: list) -> None:
+        self.procs, self.count, self._old = procs, 0, {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.count += 1
+        for p in self.procs:
+            if p.pid is not None and p.is_alive():
+                try:
+                    os.kill(p.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> tuple[ExitCode, dict]:
+    if settings.shard is not None:
+        raise UsageError("--workers splits the run itself; give either --workers or --shard")
+    check_writable(settings.out)
+    docs, notices = collect(settings.inputs, settings.pages, None, settings.password)
+    for n in notices:
+        reporter.notice(n)
+    if not docs:
+        raise UsageError("no PDF or image documents found in the inputs")
+    devices, threads = worker_devices(settings.device, workers)
+    ctx = mp.get_context("spawn")  # no forked copies of torch's thread pools
+    events = ctx.Queue()
+    procs = [ctx.Process(target=_worker_main, daemon=False, name=f"ocrcli-worker-{k}",
+                         args=(replace(settings, worker=(k, workers), device=devices[k - 1]),
+                               threads, events))
+             for k in range(1, workers + 1)]
+    t0 = time.perf_counter()
+    reporter.start(len(docs), 0)
+    results: dict[int, tuple[int, dict | None, str | None]] = {}
+    todo = 0
+    with _Relay(procs) as relay:
+        for p in procs:
+            p.start()
+        while len(results) < workers:
+            try:
+                kind, k, data = events.get(timeout=0.5)
+            except queue.Empty:
+                for i, p in enumerate(procs, 1):  # a worker killed without a word
+                    if i not in results and not p.is_alive() and p.exitcode is not None:
+                        time.sleep(0.2)  # its last events may still be in the pipe
+                        if events.empty():
+                            results[i] = (int(ExitCode.pages_failed), None,
+                                          f"worker {i} died (exit status {p.exitcode})")
+                continue
+            if kind == "start":
+                todo += data
+                reporter.add_pages(data)
+            elif kind == "page":
+                reporter.page(*data)
+            elif kind == "problem":
+                reporter.problem(data)
+            elif kind == "done":
+                results[k] = (data[0], data[1], None)
+            elif kind == "error":
+                results[k] = (data[0], None, data[1])
+        for p in procs:
+            p.join()
+        interrupted = relay.count > 0
+    return _finish(settings, docs, results, time.perf_counter() - t0, interrupted, reporter)
+
+
+def _finish(settings: ConvertSettings, docs, results, elapsed: float, interrupted: bool,
+            reporter: Reporter) -> tuple[ExitCode, dict]:
+    summaries = [s for _, s, _ in results.values() if s is not None]
+    errors = sorted((k, msg) for k, (_, _, msg) in results.items() if msg)
+    for k, msg in errors:
+        reporter.problem(f"worker {k}: {msg}")
+    tree = OutputTree(settings.out)
+    fp = summaries[0]["fingerprint"] if summaries else None
+    if fp is not None:  # the documents as a whole, now that every worker's pages are in
+        for doc in docs:
+            if doc.error:
+                reporter.document(display_path(doc.path), {}, doc.error)
+                continue
+            manifest = tree.write_document(doc.rel, path_text(doc.path), doc.page_count, fp)
+            reporter.document(display_path(doc.path),
+                              {str(p): manifest["pages"][str(p)] for p in doc.pages}, None)
+    pages, faults = Counter(), Counter()
+    for s in summaries:
+        pages.update(s["pages"])
+        faults.update(s.get("faults", {}))
+    tokens = sum(s["tokens"] for s in summaries)
+    steps = sum(s["verify_steps"] for s in summaries)
+    failures = sorted((f for s in summaries for f in s["failures"]),
+                      key=lambda f: (f["source"], f["page"] or 0))
+    codes = {ExitCode(code) for code, _, _ in results.values()}
+    if interrupted or any(s["interrupted"] for s in summaries):
+        codes.add(ExitCode.interrupted)
+    code = next(c for c in SEVERITY if c in codes or c is ExitCode.ok)
+    if code is ExitCode.ok and failures:
+        code = ExitCode.pages_failed
+    summary = {
+        "ocrcli_version": __version__,
+        "model": summaries[0]["model"] if summaries else settings.model,
+        "fingerprint": fp,
+        "workers": len(results),
+        "documents": len(docs),
+        "documents_failed": sum(1 for d in docs if d.error),
+        "pages": dict(sorted(pages.items())),
+        "failures": failures,
+        "worker_errors": [{"worker": k, "error": msg} for k, msg in errors],
+        "interrupted": code is ExitCode.interrupted,
+        "seconds": round(elapsed, 3),
+        "pages_per_s": round(pages["converted"] / elapsed, 4) if elapsed > 0 else 0.0,
+        "tokens_per_s": round(tokens / elapsed, 2) if elapsed > 0 else 0.0,
+        "mean_accepted": round(tokens / steps, 3) if steps else 0.0,
+        "tokens": tokens,
+        "verify_steps": steps,
+        "faults": dict(sorted(faults.items())),
+        "exit_code": int(code),
+    }
+    if code is ExitCode.interrupted:
+        reporter.problem("interrupted: finished pages were kept; run the same command again to "
+                         "convert the rest")
+    tree.write_json(settings.out / "summary.json", summary)
+    reporter.finish(summary)
+    return code, summary
