@@ -14,21 +14,22 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
-import torch
 
 from ocrcli import __version__
-from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy, default_policy
-from ocrcli.engine.scheduler import Engine
+from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy, default_policy
 from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError, UsageError, one_line
 from ocrcli.evaluation.checks import quality_flags
 from ocrcli.inputs import Document, PageRef, collect, display_path, path_text
-from ocrcli.models.base import DecodeRequest, LoadedModel
-from ocrcli.models.registry import load_model, resolve_device
+from ocrcli.models.identity import ModelIdentity, quick_identity
 from ocrcli.output import OutputTree, PageRecord, check_writable
 from ocrcli.progress import Reporter
 from ocrcli.render import PageImage, Renderer, RenderSettings
+
+if TYPE_CHECKING:  # torch loads only when a page is to be decoded
+    from ocrcli.models.base import DecodeRequest, LoadedModel
 
 # A page takes the worst status of its requests; timeout and failed pages are not done, so a
 # rerun converts them again.
@@ -80,14 +81,24 @@ class _PageState:
         return self.deadline is not None and time.perf_counter() > self.deadline
 
 
-def fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
+def fingerprint(identity: ModelIdentity, image_mode: str | None, s: ConvertSettings,
+                max_new: int) -> str:
     """What can change a page's output. Draft settings cannot, so they are left out."""
-    key = {"model": loaded.model_id, "weights": loaded.weights_hash, "prompt": s.prompt or "",
+    key = {"model": identity.model_id, "weights": identity.weights_hash, "prompt": s.prompt or "",
            "dpi": s.dpi, "max_pixels": s.max_pixels, "max_new_tokens": max_new}
-    image_mode = getattr(getattr(loaded.adapter, "mode", None), "name", None)
     if image_mode is not None:  # full-page models only, so the built-in's fingerprints stay
         key["mode"] = image_mode
     return hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def loaded_fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
+    image_mode = getattr(getattr(loaded.adapter, "mode", None), "name", None)
+    return fingerprint(ModelIdentity(loaded.model_id, loaded.weights_hash), image_mode, s, max_new)
+
+
+def summary_name(shard: tuple[int, int] | None) -> str:
+    """Shards that share OUT keep their own summaries instead of overwriting one."""
+    return "summary.json" if shard is None else f"summary-shard-{shard[0]}-of-{shard[1]}.json"
 
 
 def worker_share(docs: list[Document], worker: tuple[int, int]) -> list[Document]:
@@ -147,7 +158,9 @@ class Converter:
         with _Interrupt() as interrupt:
             return self._run(interrupt)
 
-    def _load(self):
+    def _load(self) -> LoadedModel:
+        from ocrcli.models.registry import load_model, resolve_device
+
         try:
             loaded = load_model(self.s.model, resolve_device(self.s.device), self.s.mode,
                                 self.s.prompt)
@@ -169,10 +182,18 @@ class Converter:
                 self.report.notice(n)
             if not docs:
                 raise UsageError("no PDF or image documents found in the inputs")
-        loaded = self._load()
         max_new = s.max_new_tokens or (160 if s.model == "builtin" else 8192)
-        fp = fingerprint(loaded, s, max_new)
+        # A rerun over finished pages needs only the fingerprint; where it is known without
+        # loading the model (and importing torch), a run with nothing to do ends in a blink.
+        identity = quick_identity(s.model) if s.resume and s.mode is None else None
+        loaded = None
+        if identity is None or any(
+                not self.tree.is_done(d.rel, p, fingerprint(identity, None, s, max_new), s.formats)
+                for d in docs if not d.error for p in d.pages):
+            loaded = self._load()
+        fp = loaded_fingerprint(loaded, s, max_new) if loaded else fingerprint(identity, None, s, max_new)
         self.loaded, self.fp, self.max_new = loaded, fp, max_new
+        self.model_id = loaded.model_id if loaded else identity.model_id
 
         failures: list[dict] = []
         todo: list[PageRef] = []
@@ -184,15 +205,23 @@ class Converter:
                 self.report.problem(f"{display_path(doc.path)}: {doc.error}")
                 continue
             for p in doc.pages:
-                if s.resume and self.tree.is_done(doc.rel, p, fp):
+                if s.resume and self.tree.is_done(doc.rel, p, fp, s.formats):
                     skipped += 1
                 else:
                     todo.append(PageRef(i, doc.path, doc.kind, p))
                     remaining[i] = remaining.get(i, 0) + 1
         self.report.start(len(docs), len(todo))
+        if loaded is None:  # every page was done already
+            for doc in docs:
+                self._finish_document(doc)
+            return self._end(docs, Counter(), skipped, failures, 0.0, False, {})
         for i, doc in enumerate(docs):  # nothing to do: documents are complete already
             if i not in remaining:
                 self._finish_document(doc)
+
+        import torch
+
+        from ocrcli.engine.scheduler import Engine
 
         depth = loaded.model.max_draft_depth if s.draft_depth is None else s.draft_depth
         policy = default_policy(depth, s.batch_size, s.min_prob, s.min_path_prob) \
@@ -292,10 +321,14 @@ class Converter:
             renderer.close()
         for i in list(remaining):  # documents cut short by an interrupt
             self._finish_document(docs[i])
-        elapsed = time.perf_counter() - t0
+        faults = {"oom_retries": engine.oom_retries, "render_workers_replaced": renderer.replaced}
+        return self._end(docs, counts, skipped, failures, time.perf_counter() - t0, interrupted,
+                         faults)
+
+    def _end(self, docs, counts, skipped, failures, elapsed, interrupted, faults) -> tuple[ExitCode, dict]:
+        s = self.s
         summary = self._summary(docs, counts, skipped, failures, elapsed, interrupted)
-        summary["faults"] = {"oom_retries": engine.oom_retries,
-                             "render_workers_replaced": renderer.replaced}
+        summary["faults"] = {"oom_retries": 0, "render_workers_replaced": 0} | faults
         if interrupted:
             code = ExitCode.interrupted
         elif failures:
@@ -306,7 +339,8 @@ class Converter:
         if interrupted:
             self.report.problem("interrupted: finished pages were kept; run the same command "
                                 "again to convert the rest")
-        self.tree.write_json(s.out / "summary.json", summary)
+        if s.worker is None:  # a --workers parent merges its workers' summaries
+            self.tree.write_json(s.out / summary_name(s.shard), summary)
         self.report.finish(summary)
         return code, summary
 
@@ -343,7 +377,7 @@ class Converter:
         w, h = state.image.image.size
         record = PageRecord(
             source=path_text(doc.path), page=state.ref.page, status=status, text=text, width=w,
-            height=h, dpi=round(state.image.dpi, 2), model=self.loaded.model_id,
+            height=h, dpi=round(state.image.dpi, 2), model=self.model_id,
             fingerprint=self.fp, tokens=state.tokens, requests=len(state.requests),
             verify_steps=state.verify_steps,
             mean_accepted=round(state.tokens / state.verify_steps, 3) if state.verify_steps else 0.0,
@@ -360,7 +394,7 @@ class Converter:
         doc = docs[ref.doc_index]
         w, h = img.image.size if img.image is not None else (0, 0)
         record = PageRecord(source=path_text(doc.path), page=ref.page, status=status, error=error,
-                            width=w, height=h, model=self.loaded.model_id, fingerprint=self.fp)
+                            width=w, height=h, model=self.model_id, fingerprint=self.fp)
         self.tree.write_page(doc.rel, record, set())
         failures.append({"source": path_text(doc.path), "page": ref.page, "status": status,
                          "error": error})
@@ -387,7 +421,7 @@ class Converter:
         converted = sum(counts[c] for c in CONVERTED)
         return {
             "ocrcli_version": __version__,
-            "model": self.loaded.model_id,
+            "model": self.model_id,
             "fingerprint": self.fp,
             "documents": len(docs),
             "documents_failed": sum(1 for d in docs if d.error),

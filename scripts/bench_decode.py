@@ -19,7 +19,8 @@ import time
 import orjson
 import torch
 
-from ocrcli.engine.draft import DraftPolicy, OracleProposer, default_policy
+from ocrcli.engine.draft import OracleProposer
+from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.base import DecodeRequest

@@ -22,7 +22,7 @@ import orjson
 import pypdfium2 as pdfium
 
 from ocrcli.convert import Converter, ConvertSettings
-from ocrcli.engine.draft import DraftPolicy, default_policy
+from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef
 from ocrcli.models.registry import load_model

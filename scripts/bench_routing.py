@@ -45,6 +45,19 @@ ROUTES = (0, 8, 16, 32)
 EVAL_SEED = 5  # eval_builtin.py uses 1 and 10-12, ablate_head.py 3; training pages use 11
 
 
+def selected(spec: str) -> list[tuple[int, bool]]:
+    """'all' or e.g. '0,8+' (k, '+' = with the acceptance stage); the unrouted head without
+    it is always included: every row is compared with it."""
+    if spec == "all":
+        return [(k, a) for k in ROUTES for a in (False, True)]
+    out = [(0, False)]
+    for item in spec.split(","):
+        v = (int(item.rstrip("+")), item.endswith("+"))
+        if v not in out:
+            out.append(v)
+    return out
+
+
 def variant_name(k: int, accept: bool) -> str:
     return ("unrouted" if k == 0 else f"routed k={k}") + (" +accept" if accept else "")
 
@@ -60,25 +73,24 @@ def train_all(args, log) -> None:
     batches = prepare_batches(base, args.train_batches, args.batch_size, seed=11,
                               log=lambda m: log({"prepare": m}))
     log({"prepared_batches": len(batches), "seconds": round(time.time() - t0, 1)})
-    for k in ROUTES:
-        for accept in (False, True):
-            name = variant_name(k, accept)
-            folder = folder_of(args.out, name)
-            info = folder / "train.json"
-            if info.exists() and json.loads(info.read_text()).get("steps") == args.steps:
-                log({"variant": name, "event": "already trained"})
-                continue
-            torch.manual_seed(0)
-            model = routed_model(state, base.cfg, k)
-            kd = args.steps // 2 if accept else args.steps
-            timing = train_head(model, batches, kd_steps=kd, grpo_steps=args.steps - kd,
-                                log=lambda row, n=name: log({"variant": n, **row}))
-            export_model(model, folder / "export", BUILTIN_DIR / "tokenizer.json")
-            info.write_text(json.dumps({"variant": name, "route_k": k, "accept": accept,
-                                        "steps": args.steps, "kd_steps": kd,
-                                        "grpo_steps": args.steps - kd,
-                                        "batch_size": args.batch_size, **timing}))
-            log({"variant": name, "event": "trained", **timing})
+    for k, accept in selected(args.variants):
+        name = variant_name(k, accept)
+        folder = folder_of(args.out, name)
+        info = folder / "train.json"
+        if info.exists() and json.loads(info.read_text()).get("steps") == args.steps:
+            log({"variant": name, "event": "already trained"})
+            continue
+        torch.manual_seed(0)
+        model = routed_model(state, base.cfg, k)
+        kd = args.steps // 2 if accept else args.steps
+        timing = train_head(model, batches, kd_steps=kd, grpo_steps=args.steps - kd,
+                            log=lambda row, n=name: log({"variant": n, **row}))
+        export_model(model, folder / "export", BUILTIN_DIR / "tokenizer.json")
+        info.write_text(json.dumps({"variant": name, "route_k": k, "accept": accept,
+                                    "steps": args.steps, "kd_steps": kd,
+                                    "grpo_steps": args.steps - kd,
+                                    "batch_size": args.batch_size, **timing}))
+        log({"variant": name, "event": "trained", **timing})
 
 
 def page_requests(loaded, pages: int, max_new: int):
@@ -122,13 +134,12 @@ def draft_step_ms(model, batch: int, calls: int = 200) -> float:
 def measure(args, log) -> dict:
     shipped = load(model_id="shipped")
     heads = [("shipped head (no extra training)", shipped)]
-    for k in ROUTES:
-        for accept in (False, True):
-            name = variant_name(k, accept)
-            export = folder_of(args.out, name) / "export"
-            if not export.exists():
-                raise SystemExit(f"{export} is missing: run without --skip-train first")
-            heads.append((name, load(export, model_id=name)))
+    for k, accept in selected(args.variants):
+        name = variant_name(k, accept)
+        export = folder_of(args.out, name) / "export"
+        if not export.exists():
+            raise SystemExit(f"{export} is missing: run without --skip-train first")
+        heads.append((name, load(export, model_id=name)))
     reqs = page_requests(shipped, args.pages, args.max_new_tokens)
     depth = shipped.model.max_draft_depth
     log({"requests": len(reqs), "pages": args.pages})
@@ -214,6 +225,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2, help="best of N timings")
     ap.add_argument("--gated", action="store_true", help="also time the default gated drafting")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--variants", default="all",
+                    help="'all', or a subset such as '8+,16' (k; '+' = with the acceptance stage)")
     ap.add_argument("--skip-train", action="store_true", help="measure the heads already in --out")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

@@ -112,7 +112,7 @@ def main() -> int:
     for i, doc in enumerate(docs):
         for p in doc.pages:
             img = render_page(PageRef(i, doc.path, doc.kind, p), RenderSettings())
-            truth_file = REPO / "samples" / "ground_truth" / doc.rel / f"page-{p:04d}.md"
+            truth_file = REPO / "samples" / "ground_truth" / doc.path.stem / f"page-{p:04d}.md"
             preds.append(decode(loaded, [img.image], None)[0].text)
             refs.append(truth_file.read_text(encoding="utf-8"))
             names.append(f"{doc.rel}#{p}")

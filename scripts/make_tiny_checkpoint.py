@@ -24,6 +24,11 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ocrcli.models.deepseek_ocr.adapter import (  # noqa: E402
+    IMAGE_MARKER,
+    default_instruction,
+    prompt_template,
+)
 from ocrcli.models.deepseek_ocr.config import ARCHES, config_to_hf, tiny_config  # noqa: E402
 from ocrcli.models.deepseek_ocr.model import DeepseekOcrForCausalLM  # noqa: E402
 from ocrcli.models.deepseek_ocr.tokenizer import SPECIAL_TOKENS  # noqa: E402
@@ -95,6 +100,58 @@ def randomize(net: torch.nn.Module, generator: torch.Generator) -> None:
             p.copy_(noise / math.sqrt(math.prod(p.shape[1:])))
 
 
+@torch.no_grad()
+def make_draftable(
+    net: DeepseekOcrForCausalLM,
+    tokenizer: Tokenizer,
+    generator: torch.Generator,
+    mix: float = 1.0,
+    eos_after: int = 40,
+) -> None:
+    """Reshape random weights so that drafts get accepted, for end-to-end tests of speculation.
+
+    A random head almost never guesses the main model's next token, so multi-token
+    acceptance would go untested. Here the next token is mostly a function of the current
+    one: the LM head maps a token's embedding to its successor in a random cycle through the
+    printable BPE tokens, and the prompt's last token leads into the cycle, which reaches EOS
+    after `eos_after` tokens. The residual branches (attention and MLP outputs, the head's
+    hidden input) keep their random weights, scaled by `mix`, so the context and the image
+    still move the logits: pages differ, some drafts are rejected, some pages miss the EOS
+    (measured with mix 1 on samples/: 2.5-3.2 tokens per verify step at depth 3; with 0.5
+    every page gives the same text and every draft is accepted). The MTP head passes the
+    token embedding through `eh_proj`, so it predicts the same successor.
+    """
+    cfg = net.config
+    embed = net.model.embed_tokens.weight  # [V,d], N(0,1)
+    d = embed.shape[1]
+    last_prompt_ids = set()
+    for arch in ARCHES:
+        prompt, _ = prompt_template(arch, default_instruction(arch))
+        last_prompt_ids.add(tokenizer.encode(prompt.partition(IMAGE_MARKER)[2]).ids[-1])
+    printable = [
+        i for i in range(3, 600)
+        if i not in last_prompt_ids and (s := tokenizer.decode([i])).isascii() and s.isprintable()
+        and not s.startswith("<|filler")  # ids the trained BPE did not fill
+    ]
+    cycle = [printable[i] for i in torch.randperm(len(printable), generator=generator)]
+    successor = {a: b for a, b in zip(cycle, cycle[1:] + cycle[:1])}
+    successor[cycle[eos_after - 1]] = cfg.eos_id
+    successor.update({i: cycle[0] for i in last_prompt_ids})
+    head = net.lm_head.weight  # [V,d]
+    head.mul_(0.05)  # tokens outside the cycle stay unlikely
+    for token, nxt in successor.items():
+        head[nxt] = embed[token] / embed[token].norm()
+    for name, p in net.named_parameters():
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            p.mul_(mix)
+    if net.mtp_module is not None:
+        for mtp in net.mtp_module.heads:
+            w = mtp.eh_proj.weight  # [d, 2d]
+            w.mul_(mix)
+            embed_half = slice(0, d) if cfg.mtp.concat_order == "embed_hidden" else slice(d, 2 * d)
+            w[:, embed_half] += torch.eye(d)
+
+
 def write_tiny_checkpoint(
     out: str | Path,
     arch: str,
@@ -103,15 +160,20 @@ def write_tiny_checkpoint(
     index: bool = True,
     duplicates: bool = False,
     dtype: torch.dtype = torch.float32,
+    draftable: bool = False,
 ) -> Path:
     """Write the folder and return its path. `duplicates` adds the MTP duplicate tensors
-    some Jina revisions carry (mtp_embed_tokens, shared_head.*) to exercise the loader."""
+    some Jina revisions carry (mtp_embed_tokens, shared_head.*) to exercise the loader;
+    `draftable` shapes the weights so drafts get accepted (see make_draftable)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = tiny_config(arch)
     generator = torch.Generator().manual_seed(seed)
     net = DeepseekOcrForCausalLM(cfg)
     randomize(net, generator)
+    tokenizer = build_tokenizer(cfg.decoder.vocab_size)
+    if draftable:
+        make_draftable(net, tokenizer, generator)
     state = {k: v.detach().to(dtype).contiguous().clone() for k, v in net.state_dict().items()}
     if duplicates and cfg.mtp is not None:
         state["mtp_embed_tokens.weight"] = state["model.embed_tokens.weight"].clone()
@@ -134,7 +196,7 @@ def write_tiny_checkpoint(
     config = config_to_hf(cfg)
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    build_tokenizer(cfg.decoder.vocab_size).save(str(out / "tokenizer.json"))
+    tokenizer.save(str(out / "tokenizer.json"))
     return out
 
 
@@ -147,10 +209,12 @@ def main() -> None:
     parser.add_argument("--no-index", action="store_true", help="one model.safetensors, no index")
     parser.add_argument("--duplicates", action="store_true", help="add Jina's MTP duplicates")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--draftable", action="store_true",
+                        help="weights whose drafts get accepted (tests of speculation)")
     args = parser.parse_args()
     out = write_tiny_checkpoint(
         args.out, args.arch, seed=args.seed, shards=args.shards, index=not args.no_index,
-        duplicates=args.duplicates, dtype=getattr(torch, args.dtype),
+        duplicates=args.duplicates, dtype=getattr(torch, args.dtype), draftable=args.draftable,
     )
     print(f"wrote {args.arch} tiny checkpoint to {out}")
 

@@ -192,8 +192,6 @@ def test_format_json_reruns_skip_done_pages_and_md_comes_back_without_decoding(t
     assert text and page.with_suffix(".md").read_text(encoding="utf-8") == text
 
 
-@pytest.mark.xfail(strict=True, reason="Converter._run calls OutputTree.is_done without the run's "
-                   "--format set, so the default (md,json) writes the .md back")
 def test_format_json_rerun_writes_no_markdown(tmp_path):
     Image.new("L", (64, 48), 255).save(tmp_path / "blank.png")
     out = tmp_path / "out"

@@ -95,8 +95,8 @@ def test_ray_convert_matches_convert_and_resumes(plain, tmp_path):
     assert_same_outputs(expected, out)
 
     # Resume: only the deleted page is redone, and the outputs are the same again.
-    (out / "scans" / "report" / "page-0002.json").unlink()
-    (out / "scans" / "report" / "page-0002.md").unlink()
+    (out / "in" / "scans" / "report.pdf" / "page-0002.json").unlink()
+    (out / "in" / "scans" / "report.pdf" / "page-0002.md").unlink()
     r = run_cli(*args)
     assert r.returncode == 1, r.stderr
     summary = json.loads(r.stdout)

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ocrcli.engine.draft import DraftPolicy
+from ocrcli.engine.policy import DraftPolicy
 from ocrcli.engine.scheduler import OOM_MESSAGE, Engine, list_source
 from ocrcli.errors import OutputError
 from ocrcli.inputs import PageRef, open_image, open_pdf, relative_names

@@ -155,3 +155,6 @@ def test_shards_into_one_folder_then_status(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{sum(expected.values())} done" in r.stdout
     assert pages_written(out) == all_pages(expected)
+    # Each shard kept its own summary: none overwrote another's.
+    assert sorted(p.name for p in out.glob("summary*.json")) == \
+        [f"summary-shard-{k}-of-3.json" for k in (1, 2, 3)]

@@ -52,7 +52,7 @@ class RunLedger:
         self.counts: Counter = Counter()
         self.skipped = 0
 
-    def plan(self, resume: bool) -> list[DocumentWork]:
+    def plan(self, resume: bool, formats: frozenset[str] = frozenset({"md", "json"})) -> list[DocumentWork]:
         """What is left to do; records unreadable documents and finishes complete ones."""
         work: list[DocumentWork] = []
         for i, doc in enumerate(self.docs):
@@ -62,7 +62,7 @@ class RunLedger:
                 self.report.problem(f"{display_path(doc.path)}: {doc.error}")
                 continue
             todo = [p for p in doc.pages
-                    if not (resume and self.tree.is_done(doc.rel, p, self.fingerprint))]
+                    if not (resume and self.tree.is_done(doc.rel, p, self.fingerprint, formats))]
             self.skipped += len(doc.pages) - len(todo)
             if todo:
                 work.append(DocumentWork(i, doc, todo))

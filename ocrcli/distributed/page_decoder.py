@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ocrcli.convert import CONVERTED, STATUS_RANK, ConvertSettings, fingerprint
-from ocrcli.engine.draft import DraftPolicy, default_policy
+from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import DecodeResult, Engine, list_source
 from ocrcli.errors import one_line
 from ocrcli.evaluation.checks import quality_flags

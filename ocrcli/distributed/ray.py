@@ -177,7 +177,7 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
                 raise exc.cause from None
             raise
         ledger = RunLedger(OutputTree(s.out), docs, fp, model_id, reporter)
-        work = ledger.plan(s.resume)
+        work = ledger.plan(s.resume, s.formats)
         t0 = time.perf_counter()
         interrupted = False
         try:

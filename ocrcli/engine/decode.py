@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ocrcli.engine.draft import DraftPolicy, draft_tokens
+from ocrcli.engine.draft import draft_tokens
 from ocrcli.engine.guard import banned_tokens
+from ocrcli.engine.policy import DraftPolicy
 from ocrcli.models.base import GuardConfig
 
 

@@ -1,45 +1,15 @@
-"""Draft policies: how many tokens the MTP head proposes per row and step.
-
-- `DraftPolicy(max_depth=0)`: no drafting; the step is plain greedy decoding.
-- fixed depth K: draft K tokens with the recursive head.
-- confidence-gated depth (our reading of P-MTP's dynamic drafting): a row stops drafting at
-  the first step whose top probability is under `min_prob`, or whose running product of top
-  probabilities is under `min_path_prob`. `max_depth` bounds it.
-
-Gating never changes output, only how many drafts are verified.
-"""
+"""Drafting: the MTP head run recursively under a `DraftPolicy` (engine/policy.py), and an
+oracle drafter for measuring engine overhead."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 import torch
 
+from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy, default_policy
 
-@dataclass(frozen=True)
-class DraftPolicy:
-    max_depth: int = 0
-    min_prob: float = 0.0  # 0 disables gating on a step's own confidence
-    min_path_prob: float = 0.0  # 0 disables gating on the running product
-
-    @property
-    def gated(self) -> bool:
-        return self.min_prob > 0 or self.min_path_prob > 0
-
-
-# Chosen with scripts/bench_decode.py on samples/ (see the README's performance section).
-GATED_DEFAULT = DraftPolicy(max_depth=6, min_prob=0.3, min_path_prob=0.2)
-
-
-def default_policy(head_depth: int, batch_size: int, min_prob: float = GATED_DEFAULT.min_prob,
-                   min_path_prob: float = GATED_DEFAULT.min_path_prob) -> DraftPolicy:
-    """Gated drafting as deep as the head goes, when no depth is given. Once CPU verify
-    passes were one padded GEMM instead of a product per row (models/layers.py), deep
-    drafting won at batch 8 too (README, performance); `batch_size` stays in the signature
-    for devices where a wide verify costs more."""
-    del batch_size
-    return DraftPolicy(head_depth, min_prob, min_path_prob)
+__all__ = ["GATED_DEFAULT", "DraftPolicy", "OracleProposer", "default_policy", "draft_tokens"]
 
 
 def draft_tokens(model, slots, hidden, tokens, positions, policy: DraftPolicy, proposer=None):

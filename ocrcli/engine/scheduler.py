@@ -22,8 +22,8 @@ import torch
 
 from ocrcli import faults
 from ocrcli.engine.decode import StepOutput, decode_step
-from ocrcli.engine.draft import DraftPolicy
 from ocrcli.engine.guard import banned_tokens, is_looping
+from ocrcli.engine.policy import DraftPolicy
 from ocrcli.models.base import DecodeRequest, DecoderModel, GuardConfig
 
 # fetch(n, block) -> up to n requests; [] when none is ready (block=False); None when exhausted

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ocrcli.engine.draft import DraftPolicy
+from ocrcli.engine.policy import DraftPolicy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.models.base import DecodeRequest, GuardConfig
 from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 import torch
 
-from ocrcli.engine.draft import DraftPolicy, OracleProposer
+from ocrcli.engine.draft import OracleProposer
+from ocrcli.engine.policy import DraftPolicy
 from ocrcli.models.base import GuardConfig
 from ocrcli.models.builtin.tokenizer import BOS_ID
 from tests.engine.conftest import decode, random_model, random_requests

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocrcli.engine.draft import GATED_DEFAULT, DraftPolicy
+from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy
 from ocrcli.inputs import PageRef
 from ocrcli.models.builtin import BUILTIN_DIR, load
 from ocrcli.render import RenderSettings, render_page

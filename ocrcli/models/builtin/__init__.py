@@ -3,7 +3,6 @@ this folder as `model.safetensors`, `config.json` and `tokenizer.json`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,8 @@ from ocrcli.models.base import DecodeRequest, GuardConfig, LoadedModel
 from ocrcli.models.builtin.layout import LineBox, assemble_markdown, line_tensor_array, segment_lines
 from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
+from ocrcli.models.identity import BUILTIN_DIR, weights_hash
 
-BUILTIN_DIR = Path(__file__).resolve().parent
 MAX_LINE_TOKENS = 160  # the longest line the reader was trained on is 120 characters
 
 
@@ -47,14 +46,6 @@ class LinePageAdapter:
         boxes = requests[0].meta.boxes
         by_index = {r.meta.index: t for r, t in zip(requests, texts)}
         return assemble_markdown(boxes, [by_index.get(i, "") for i in range(len(boxes))])
-
-
-def weights_hash(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
 
 
 def is_builtin_folder(folder: Path) -> bool:

@@ -23,6 +23,7 @@ from ..layers import (
     use_fast_kernels,
 )
 from .config import DecoderConfig, MtpConfig
+from .vision import init_normal
 
 # Elementwise kernels run a vector body over 2 * lanes elements at a time and a scalar tail,
 # and SiLU's two paths round differently (measured: 1 ulp). A row's activation would then
@@ -66,7 +67,7 @@ class ExpertRouter(nn.Module):
         self.top_k = cfg.experts_per_token
         self.scale = cfg.routed_scaling_factor
         self.weight = nn.Parameter(torch.empty(cfg.n_routed_experts, cfg.hidden_size))
-        nn.init.normal_(self.weight, std=0.02)
+        init_normal(self.weight)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [N,d] -> weights [N,k] float32, expert ids [N,k]."""

@@ -15,6 +15,14 @@ from torch import nn
 from .config import ClipConfig, SamConfig
 
 
+def init_normal(param: nn.Parameter, std: float = 0.02) -> None:
+    """Random init for a freshly built module. Skipped on the meta device, where the loader
+    builds the tree before assigning the checkpoint's tensors: there is nothing to draw,
+    and the first normal_ on meta costs 1.5 s (it imports torch's Python reference ops)."""
+    if not param.is_meta:
+        nn.init.normal_(param, std=std)
+
+
 def resize_grid_table(table: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """table [1,C,h,w] -> [1,C,size]: bicubic with antialias, computed in float32 (both
     position tables are resized this way by the official code), cast back."""
@@ -57,8 +65,8 @@ class SamAttention(nn.Module):
         # 2M-1 relative offsets per axis, M = the window (or the global grid) side.
         self.rel_pos_h = nn.Parameter(torch.empty(2 * rel_pos_grid - 1, head_dim))
         self.rel_pos_w = nn.Parameter(torch.empty(2 * rel_pos_grid - 1, head_dim))
-        nn.init.normal_(self.rel_pos_h, std=0.02)
-        nn.init.normal_(self.rel_pos_w, std=0.02)
+        init_normal(self.rel_pos_h)
+        init_normal(self.rel_pos_w)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, h, w, _ = x.shape  # [B,h,w,C]
@@ -159,7 +167,7 @@ class SamEncoder(nn.Module):
         super().__init__()
         self.patch_embed = PatchEmbed(cfg)
         self.pos_embed = nn.Parameter(torch.empty(1, cfg.grid, cfg.grid, cfg.width))
-        nn.init.normal_(self.pos_embed, std=0.02)
+        init_normal(self.pos_embed)
         self.blocks = nn.ModuleList(
             SamBlock(cfg, 0 if i in cfg.global_attn_indexes else cfg.window_size)
             for i in range(cfg.layers)
@@ -194,7 +202,7 @@ class ClipEmbeddings(nn.Module):
         super().__init__()
         self.grid = cfg.grid
         self.class_embedding = nn.Parameter(torch.empty(cfg.width))
-        nn.init.normal_(self.class_embedding, std=0.02)
+        init_normal(self.class_embedding)
         # Stored in the checkpoint but never run: the patches come from SAM.
         self.patch_embedding = nn.Conv2d(
             3, cfg.width, kernel_size=cfg.patch_size, stride=cfg.patch_size, bias=False

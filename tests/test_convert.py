@@ -1,0 +1,37 @@
+"""The converter's resume fast path: a rerun over finished pages loads no model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from ocrcli.convert import ConvertSettings, fingerprint, loaded_fingerprint
+from ocrcli.models.identity import quick_identity
+from ocrcli.models.registry import load_model
+from tests.conftest import REPO, SAMPLES, run_cli
+
+
+def test_quick_identity_is_what_loading_reports(tmp_path):
+    loaded = load_model("builtin", "cpu")
+    identity = quick_identity("builtin")
+    assert (identity.model_id, identity.weights_hash) == (loaded.model_id, loaded.weights_hash)
+    s = ConvertSettings(inputs=[], out=tmp_path)
+    assert fingerprint(identity, None, s, 160) == loaded_fingerprint(loaded, s, 160)
+    assert quick_identity("deepseek-ai/DeepSeek-OCR") is None  # those are loaded to know
+
+
+def test_rerun_of_a_finished_run_imports_no_torch(tmp_path):
+    out = tmp_path / "out"
+    args = ["convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--max-new-tokens", "8",
+            "--render-workers", "0", "--quiet"]
+    assert run_cli(*args).returncode == 0
+    probe = ("import sys\nfrom ocrcli.cli import app\n"
+             f"try:\n    app({args!r})\nexcept SystemExit as e:\n    code = e.code\n"
+             "print(code, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert r.stdout.split() == ["0", "False"], r.stdout + r.stderr
+    # Something left to do still loads the model and converts it.
+    (out / "memo.jpg" / "page-0001.json").unlink()
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert r.stdout.split() == ["0", "True"], r.stdout + r.stderr
+    assert (out / "memo.jpg" / "page-0001.json").exists()
