@@ -16,6 +16,7 @@ import orjson
 import typer
 
 from ocrcli import __version__
+from ocrcli.engine.policy import GATED_DEFAULT
 from ocrcli.errors import ExitCode, OcrCliError
 from ocrcli.inputs import parse_pages, parse_shard
 from ocrcli.progress import Reporter
@@ -59,9 +60,10 @@ def convert(
     draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16,
                                     help="Draft tokens per step (0: plain greedy). "
                                          "Default: confidence-gated up to the head's depth."),
-    min_prob: float = typer.Option(0.3, "--draft-min-prob", min=0.0, max=1.0,
+    min_prob: float = typer.Option(GATED_DEFAULT.min_prob, "--draft-min-prob", min=0.0, max=1.0,
                                    help="Gated drafting: stop below this draft probability."),
-    min_path_prob: float = typer.Option(0.2, "--draft-min-path-prob", min=0.0, max=1.0,
+    min_path_prob: float = typer.Option(GATED_DEFAULT.min_path_prob, "--draft-min-path-prob",
+                                        min=0.0, max=1.0,
                                         help="Gated drafting: stop below this running product."),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1,
                                        help="Token cap per request (status 'truncated')."),

@@ -27,7 +27,7 @@ class DraftPolicy:
 
 
 # Chosen with scripts/bench_decode.py on samples/ (see the README's performance section).
-GATED_DEFAULT = DraftPolicy(max_depth=6, min_prob=0.3, min_path_prob=0.2)
+GATED_DEFAULT = DraftPolicy(max_depth=6, min_prob=0.5, min_path_prob=0.3)
 
 
 def default_policy(head_depth: int, batch_size: int, min_prob: float = GATED_DEFAULT.min_prob,
