@@ -82,26 +82,21 @@ def batch_invariant(x: torch.Tensor) -> bool:
 
 
 class Linear(nn.Linear):
-    """nn.Linear whose CPU inference result for a row does not depend on the other rows
-    (unless `exact` is switched off: see `use_fast_kernels`)."""
-
-    exact = True
+    """nn.Linear whose CPU inference result for a row does not depend on the other rows."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not (self.exact and batch_invariant(x)):
+        if not batch_invariant(x):
             return F.linear(x, self.weight, self.bias)
         y = rowwise_matmul(x, self.weight.t())
         return y if self.bias is None else y + self.bias
 
 
-def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, exact: bool = True
-) -> torch.Tensor:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """SDPA over q [B,H,T,D], k, v [B,H,S,D], boolean mask broadcastable to [B,H,T,S].
 
-    On CPU inference (and `exact`) a query row's result does not depend on the other rows,
-    as `rowwise_matmul` explains."""
-    if not (exact and batch_invariant(q)):
+    On CPU inference a query row's result does not depend on the other rows, as
+    `rowwise_matmul` explains."""
+    if not batch_invariant(q):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     b, h, t, d = q.shape
     s = k.shape[2]
@@ -149,17 +144,6 @@ def sdpa_rows_are_independent(d: int, s: int, dtype: torch.dtype) -> bool:
     return True
 
 
-def use_fast_kernels(module: nn.Module) -> None:
-    """Let `module`'s products round however the fastest kernel rounds, batch-dependent or not.
-
-    For drafters only: a drafted token is checked by the exact verify pass before it is
-    kept, so rounding in the drafter can change how many tokens are accepted, never the
-    output. It saves the row padding on the drafter's one-row steps."""
-    for m in module.modules():
-        if isinstance(m, (Linear, Attention, CrossAttention)):
-            m.exact = False
-
-
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
@@ -176,6 +160,31 @@ class RMSNorm(nn.Module):
         return self.weight * xf.to(dtype)
 
 
+# Elementwise kernels run a vector body over 2 * lanes elements at a time and a scalar tail,
+# and SiLU's two paths round differently (measured: 1 ulp). An element's activation would then
+# depend on where its row sits in the call. 64 elements cover 2 * lanes for every dtype and
+# ISA; calls above ATen's parallel grain (32768 elements) are split across threads at
+# unaligned offsets, so larger inputs go in aligned serial slices.
+_VECTOR_BODY = 64
+_SERIAL_GRAIN = 32768
+
+
+def rowwise_silu(x: torch.Tensor) -> torch.Tensor:
+    """F.silu whose CPU inference result per element does not depend on the tensor around it."""
+    if not batch_invariant(x):
+        return F.silu(x)
+    flat = x.reshape(-1)
+    n = flat.numel()
+    extra = -n % _VECTOR_BODY
+    if extra:
+        flat = torch.cat([flat, flat.new_zeros(extra)])
+    if flat.numel() <= _SERIAL_GRAIN:
+        out = F.silu(flat)
+    else:
+        out = torch.cat([F.silu(part) for part in flat.split(_SERIAL_GRAIN)])
+    return out[:n].view(x.shape)
+
+
 class SwiGLU(nn.Module):
     """DeepSeek-V2's MLP: down(silu(gate(x)) * up(x))."""
 
@@ -186,7 +195,7 @@ class SwiGLU(nn.Module):
         self.down_proj = Linear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(rowwise_silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 def sinusoid_table(length: int, dim: int) -> torch.Tensor:
@@ -266,8 +275,6 @@ class Attention(nn.Module):
     Training passes `mask` [B,1,T,T]; decoding passes a KVCache, `slots` and `positions`.
     """
 
-    exact = True
-
     def __init__(self, dim: int, heads: int, rope_theta: float | None = None, bias: bool = False):
         super().__init__()
         self.heads = heads
@@ -297,7 +304,7 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(slots, positions, k, v)
             mask = cache_mask(positions, cache.max_len)
-        out = attention(q, k, v, mask, self.exact)
+        out = attention(q, k, v, mask)
         b, _, t, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -307,8 +314,6 @@ class CrossAttention(nn.Module):
 
     `memory_kv` projects visual tokens once per request; the engine keeps the result per slot.
     """
-
-    exact = True
 
     def __init__(self, dim: int, heads: int):
         super().__init__()
@@ -335,5 +340,5 @@ class CrossAttention(nn.Module):
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        out = attention(q, k, v, memory_mask, self.exact)
+        out = attention(q, k, v, memory_mask)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

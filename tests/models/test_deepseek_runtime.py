@@ -182,6 +182,28 @@ def test_batched_ragged_prefill_equals_prefill_alone(loaded):
         torch.testing.assert_close(next_logits[0], batch_next[row], atol=ATOL, rtol=0)
 
 
+def test_rows_are_bitwise_independent_of_the_batch_on_cpu(loaded):
+    """What makes speculative output equal greedy output token for token on the CPU: a row's
+    logits are bitwise the same whether it is verified among K+1 positions or stepped alone,
+    and whatever pages share its prefill (vision included). 1e-5 is not enough: a 1-ulp
+    difference at a near-tie flips the argmax."""
+    model = loaded.model
+    tiled = request_for(loaded, 200, 300, seed=3)
+    plain = request_for(loaded, 60, 50, seed=4)
+    model.setup_cache(3, 256)
+    batch_hidden, batch_logits, _ = model.prefill(torch.tensor([2, 0]), [tiled, plain])
+    alone_hidden, alone_logits, lengths = model.prefill(torch.tensor([1]), [tiled])
+    assert torch.equal(batch_logits[0], alone_logits[0])
+    assert torch.equal(batch_hidden[0], alone_hidden[0])
+    steps = 5
+    tokens = torch.randint(3, 1000, (1, steps), generator=torch.Generator().manual_seed(1))
+    positions = (lengths[0] + torch.arange(steps))[None]
+    _, chunk = model.forward(torch.tensor([1]), tokens, positions)
+    single = [model.forward(torch.tensor([2]), tokens[:, t : t + 1], positions[:, t : t + 1])[1]
+              for t in range(steps)]
+    assert torch.equal(chunk, torch.cat(single, dim=1))
+
+
 # ------------------------------------------------------------------ speculative decoding
 
 

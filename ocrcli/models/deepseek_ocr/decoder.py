@@ -20,43 +20,9 @@ from ..layers import (
     SwiGLU,
     batch_invariant,
     rowwise_matmul,
-    use_fast_kernels,
 )
 from .config import DecoderConfig, MtpConfig
 from .vision import init_normal
-
-# Elementwise kernels run a vector body over 2 * lanes elements at a time and a scalar tail,
-# and SiLU's two paths round differently (measured: 1 ulp). A row's activation would then
-# depend on where the row sits in the call: a token alone in a 16-wide expert (tiny models)
-# takes the tail, the same token among 5 the body. 64 elements cover 2 * lanes for every
-# dtype and ISA; calls above ATen's parallel grain (32768 elements) are split across threads
-# at unaligned offsets, so larger inputs go in aligned serial slices.
-_VECTOR_BODY = 64
-_SERIAL_GRAIN = 32768
-
-
-def rowwise_silu(x: torch.Tensor) -> torch.Tensor:
-    """F.silu whose CPU inference result per element does not depend on the tensor around it."""
-    if not batch_invariant(x):
-        return F.silu(x)
-    flat = x.reshape(-1)
-    n = flat.numel()
-    extra = -n % _VECTOR_BODY
-    if extra:
-        flat = torch.cat([flat, flat.new_zeros(extra)])
-    if flat.numel() <= _SERIAL_GRAIN:
-        out = F.silu(flat)
-    else:
-        out = torch.cat([F.silu(part) for part in flat.split(_SERIAL_GRAIN)])
-    return out[:n].view(x.shape)
-
-
-class DeepseekMLP(SwiGLU):
-    """layers.SwiGLU (same tensors) with the batch-invariant SiLU: with its Linear products
-    padded per row, a token's output is the same whatever else shares the call."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(rowwise_silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class ExpertRouter(nn.Module):
@@ -88,10 +54,10 @@ class MoE(nn.Module):
         super().__init__()
         self.gate = ExpertRouter(cfg)
         self.experts = nn.ModuleList(
-            DeepseekMLP(cfg.hidden_size, cfg.moe_intermediate_size)
+            SwiGLU(cfg.hidden_size, cfg.moe_intermediate_size)
             for _ in range(cfg.n_routed_experts)
         )
-        self.shared_experts = DeepseekMLP(
+        self.shared_experts = SwiGLU(
             cfg.hidden_size, cfg.moe_intermediate_size * cfg.n_shared_experts
         )
 
@@ -114,7 +80,7 @@ class MoE(nn.Module):
                 stop = start + count
                 grouped_out[start:stop] = self.experts[expert_id](grouped_in[start:stop])
                 start = stop
-        # Each expert is built of layers.Linear and rowwise_silu, so on CPU inference a token's output
+        # Each expert is built of layers.Linear and layers.rowwise_silu, so on CPU inference a token's output
         # does not depend on how many tokens share its expert. Weight and sum the k outputs
         # of each token in float32, in rank order, by elementwise adds (no reduction kernel
         # whose blocking could depend on N): deterministic and independent of the batch.
@@ -136,7 +102,7 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Attention(cfg.hidden_size, cfg.heads, rope_theta=cfg.rope_theta)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = DeepseekMLP(cfg.hidden_size, cfg.intermediate_size) if dense else MoE(cfg)
+        self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size) if dense else MoE(cfg)
 
     def forward(
         self,
@@ -167,7 +133,6 @@ class MtpHead(nn.Module):
         self.hnorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.eh_proj = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.mtp_block = DecoderLayer(cfg, dense=True)  # mtp_moe=false
-        use_fast_kernels(self)  # a drafter: the exact verify pass checks whatever it proposes
 
     def forward(
         self,

@@ -15,7 +15,6 @@ protocol the engine drives live in `runtime.py`.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..layers import KVCache, Linear, RMSNorm, batch_invariant, rowwise_matmul
@@ -43,7 +42,7 @@ class VocabLinear(Linear):
     BLOCK = 4096
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not (self.exact and batch_invariant(x)) or self.out_features <= self.BLOCK:
+        if not batch_invariant(x) or self.out_features <= self.BLOCK:
             return super().forward(x)
         w_t = self.weight.t()
         y = torch.cat(
@@ -114,12 +113,10 @@ class DeepseekOcrForCausalLM(nn.Module):
         self.lm_head = VocabLinear(cfg.decoder.hidden_size, cfg.decoder.vocab_size, bias=False)
         self.mtp_module = MtpModule(cfg.decoder, cfg.mtp) if cfg.mtp is not None else None
 
-    def logits(self, normed_hidden: torch.Tensor, exact: bool = True) -> torch.Tensor:
+    def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
         """Matmul in the weights' dtype, logits returned in float32 (as the reference does).
-        `exact=False` is for the drafter: its tokens are verified, so it may take the fast
-        kernel whatever its rounding."""
-        if not exact:
-            return F.linear(normed_hidden, self.lm_head.weight).float()
+        The drafter uses it too: exact drafts make acceptance counts, which page JSON records,
+        independent of the batch (docs/design-notes.md, 7)."""
         return self.lm_head(normed_hidden).float()
 
     def embed_for_draft(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -202,7 +202,7 @@ class DeepseekOcrDecoder:
         )
         # The shared final norm; its output feeds the LM head and is the next step's hidden.
         out = self.net.model.norm(x)[:, 0]  # [B,d]
-        return self.net.logits(out, exact=False), out
+        return self.net.logits(out), out
 
     @torch.inference_mode()
     def draft_commit(
