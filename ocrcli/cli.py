@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-
-# OpenMP's threads spin while they wait for work; wherever anything else runs beside ocrcli
-# (its own render workers, another job) the spinning threads take those cores and decoding
-# slows down tenfold (scripts/bench_decode.py on a busy 2-core machine: 35 greedy tokens/s
-# spinning, 308 passive). It must be set before torch loads OpenMP; a user's setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from pathlib import Path
 
 import orjson

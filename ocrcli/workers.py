@@ -25,7 +25,7 @@ from dataclasses import replace
 import torch
 
 from ocrcli import __version__
-from ocrcli.convert import Converter, ConvertSettings
+from ocrcli.convert import Converter, ConvertSettings, decode_threads
 from ocrcli.errors import ExitCode, OcrCliError, UsageError, one_line
 from ocrcli.inputs import collect, display_path, path_text
 from ocrcli.output import OutputTree, check_writable
@@ -64,20 +64,19 @@ class ForwardingReporter(Reporter):
         pass
 
 
-def worker_devices(device: str, workers: int) -> tuple[list[str], int]:
-    """Each worker's device, and torch threads per worker: a GPU each when `device` allows
-    CUDA and there are enough, otherwise the CPU's cores shared out evenly."""
+def worker_devices(device: str, workers: int) -> list[str]:
+    """Each worker's device: a GPU each when `device` allows CUDA and there are enough,
+    otherwise the CPU (each worker then takes its share of the cores: `decode_threads`)."""
     if device in ("auto", "cuda") and torch.cuda.is_available() and torch.cuda.device_count() >= workers:
-        return [f"cuda:{k}" for k in range(workers)], 1
+        return [f"cuda:{k}" for k in range(workers)]
     if device not in ("auto", "cpu"):
         raise UsageError(f"--workers {workers} with --device {device}: use --device auto (one "
                          "GPU per worker when there are enough) or --device cpu")
-    return ["cpu"] * workers, max(1, (os.cpu_count() or 1) // workers)
+    return ["cpu"] * workers
 
 
-def _worker_main(settings: ConvertSettings, threads: int, events) -> None:
+def _worker_main(settings: ConvertSettings, events) -> None:
     os.setpgid(0, 0)  # a terminal's Ctrl-C reaches the parent only; it relays it once
-    torch.set_num_threads(threads)
     k = settings.worker[0]
     try:
         code, summary = Converter(settings, ForwardingReporter(events, k)).run()
@@ -122,12 +121,14 @@ def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> 
         reporter.notice(n)
     if not docs:
         raise UsageError("no PDF or image documents found in the inputs")
-    devices, threads = worker_devices(settings.device, workers)
+    devices = worker_devices(settings.device, workers)
+    threads = settings.threads or decode_threads(settings.render_workers, workers)
     ctx = mp.get_context("spawn")  # no forked copies of torch's thread pools
     events = ctx.Queue()
     procs = [ctx.Process(target=_worker_main, daemon=False, name=f"ocrcli-worker-{k}",
-                         args=(replace(settings, worker=(k, workers), device=devices[k - 1]),
-                               threads, events))
+                         args=(replace(settings, worker=(k, workers), device=devices[k - 1],
+                                       threads=threads),
+                               events))
              for k in range(1, workers + 1)]
     t0 = time.perf_counter()
     reporter.start(len(docs), 0)

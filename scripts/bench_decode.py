@@ -19,6 +19,7 @@ import time
 import orjson
 import torch
 
+from ocrcli.convert import decode_threads
 from ocrcli.engine.draft import OracleProposer
 from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import Engine, list_source
@@ -73,10 +74,11 @@ def main() -> int:
     ap.add_argument("--max-pages", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--repeats", type=int, default=2, help="best of N timings per row")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads (0: what `ocrcli convert` would use beside one render "
+                         "worker, convert.decode_threads)")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or decode_threads(render_workers=1))
     loaded = load_model(args.model, "cpu")
     reqs = page_requests(loaded, args.inputs, args.max_pages, args.max_new_tokens)
     if not reqs:

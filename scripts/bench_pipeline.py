@@ -20,8 +20,9 @@ from pathlib import Path
 
 import orjson
 import pypdfium2 as pdfium
+import torch
 
-from ocrcli.convert import Converter, ConvertSettings
+from ocrcli.convert import Converter, ConvertSettings, decode_threads
 from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef
@@ -108,6 +109,8 @@ def main() -> int:
     ap.add_argument("--draft-depth", type=int, default=None)
     ap.add_argument("--measure-rss", action="store_true")
     args = ap.parse_args()
+    # Both sides decode with the converter's thread count (the cores its render worker leaves).
+    torch.set_num_threads(decode_threads(render_workers=1))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pdf = make_pdf(tmp / "bench.pdf", args.pages)
@@ -115,6 +118,7 @@ def main() -> int:
         pipe_s, converted = pipeline(pdf, tmp / "out", args.batch_size, args.max_new_tokens,
                                      args.draft_depth)
         result = {"pages": n, "converted": converted, "batch_size": args.batch_size,
+                  "torch_threads": torch.get_num_threads(),
                   "pipeline_seconds": round(pipe_s, 2), "engine_only_seconds": round(engine_s, 2),
                   "pipeline_pages_per_s": round(converted / pipe_s, 3),
                   "engine_only_pages_per_s": round(n / engine_s, 3),
@@ -124,6 +128,10 @@ def main() -> int:
             result["rss_500_pages"] = peak_rss_mb(make_pdf(tmp / "p500.pdf", 500), tmp / "r500")
             result["rss_ratio_500_vs_10"] = round(
                 result["rss_500_pages"]["main_mb"] / result["rss_10_pages"]["main_mb"], 3)
+            total = {k: result[k]["main_mb"] + result[k]["renderer_mb"]
+                     for k in ("rss_10_pages", "rss_500_pages")}
+            result["rss_ratio_500_vs_10_with_renderer"] = round(
+                total["rss_500_pages"] / total["rss_10_pages"], 3)
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     return 0
 
