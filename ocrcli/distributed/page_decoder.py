@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ocrcli.convert import CONVERTED, STATUS_RANK, ConvertSettings, fingerprint
+from ocrcli.convert import CONVERTED, STATUS_RANK, ConvertSettings, loaded_fingerprint
 from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.engine.scheduler import DecodeResult, Engine, list_source
 from ocrcli.errors import one_line
@@ -100,7 +100,7 @@ class PageDecoder:
     def __init__(self, loaded: LoadedModel, settings: ConvertSettings):
         self.loaded = loaded
         self.max_new = max_new_tokens(settings)
-        self.fingerprint = fingerprint(loaded, settings, self.max_new)
+        self.fingerprint = loaded_fingerprint(loaded, settings, self.max_new)
         self.engine = Engine(loaded.model, settings.batch_size, self.max_new,
                              draft_policy(loaded, settings), loaded.guard)
 
