@@ -11,7 +11,6 @@ multi-token accept / reject / rollback paths run; DeepSeek-OCR has no head, so f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -27,23 +26,15 @@ from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError
 from ocrcli.models.deepseek_ocr import DEEPSEEK_OCR, JINA_OCR_V1
 from ocrcli.models.deepseek_ocr.preprocess import MODES
 from tests.conftest import REPO, SAMPLES, run_cli
+from tests.model_folders import tiny_checkpoint_writer
 
 INPUTS = [str(SAMPLES / "memo.jpg"), str(SAMPLES / "report.pdf"), "--pages", "1"]
 MAX_NEW = "48"
 
 
-def _writer():
-    spec = importlib.util.spec_from_file_location(
-        "make_tiny_checkpoint", REPO / "scripts" / "make_tiny_checkpoint.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_tiny_checkpoint
-
-
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
-    write = _writer()
+    write = tiny_checkpoint_writer()
     base = tmp_path_factory.mktemp("tiny-e2e")
     return {
         DEEPSEEK_OCR: write(base / "deepseek", DEEPSEEK_OCR, seed=3, index=False, draftable=True),

@@ -9,7 +9,6 @@ draft/verify/commit rounds the caches equal those of a prefill over the committe
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import shutil
 from pathlib import Path
@@ -23,23 +22,14 @@ from safetensors.torch import load_file, save_file
 from ocrcli.models.base import DecodeRequest, DecoderModel, LoadedModel
 from ocrcli.models.deepseek_ocr import DEEPSEEK_OCR, JINA_OCR_V1, ModelLoadError, load
 from ocrcli.models.deepseek_ocr.runtime import DeepseekOcrDecoder
+from tests.model_folders import tiny_checkpoint_writer
 
-ROOT = Path(__file__).resolve().parents[2]
 ATOL = 1e-5
-
-
-def _tiny_writer():
-    spec = importlib.util.spec_from_file_location(
-        "make_tiny_checkpoint", ROOT / "scripts" / "make_tiny_checkpoint.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
-    write = _tiny_writer()
+    write = tiny_checkpoint_writer()
     base = tmp_path_factory.mktemp("tiny")
     return {
         # One unindexed file for DeepSeek; Jina sharded with an index and the duplicate MTP
