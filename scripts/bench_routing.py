@@ -33,7 +33,7 @@ import orjson
 import torch
 from safetensors.torch import load_file
 
-from ocrcli.engine.draft import DraftPolicy, default_policy
+from ocrcli.engine.policy import DraftPolicy, default_policy
 from ocrcli.models.builtin import BUILTIN_DIR, load
 from ocrcli.training.routing import export_model, prepare_batches, routed_model, train_head
 

@@ -7,9 +7,7 @@ import random
 
 import torch
 
-from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy, default_policy
-
-__all__ = ["GATED_DEFAULT", "DraftPolicy", "OracleProposer", "default_policy", "draft_tokens"]
+from ocrcli.engine.policy import DraftPolicy
 
 
 def draft_tokens(model, slots, hidden, tokens, positions, policy: DraftPolicy, proposer=None):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ocrcli.engine.draft import DraftPolicy
+from ocrcli.engine.policy import DraftPolicy
 from ocrcli.models.base import DecodeRequest
 from ocrcli.models.builtin import BUILTIN_DIR, load
 from ocrcli.models.builtin.layout import line_tensor_array, segment_lines
