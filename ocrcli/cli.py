@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import orjson
 import typer
@@ -37,63 +38,99 @@ def _fail(exc: OcrCliError) -> None:
     raise typer.Exit(int(exc.exit_code))
 
 
+# Options that `convert` and `ray-convert` share, declared once (as `Annotated` types) so
+# the two commands cannot drift apart.
+Inputs = Annotated[list[str], typer.Argument(
+    help="PDFs, images, folders (recursive) or globs. Put -- before names that start with a dash.")]
+Formats = Annotated[str, typer.Option("--format", help="Per-page outputs: md, json or both.")]
+Pages = Annotated[str, typer.Option("--pages", help="1-based pages, e.g. 1-3,7.")]
+Dpi = Annotated[int, typer.Option("--dpi", min=36, max=600, help="PDF rendering resolution.")]
+MaxPixels = Annotated[int, typer.Option("--max-pixels", min=10_000, help="Pixel cap per page image.")]
+Model = Annotated[str, typer.Option("--model", help="builtin, a hub id, or a folder.")]
+BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Requests decoded together.")]
+DraftDepth = Annotated[int, typer.Option(
+    "--draft-depth", min=0, max=16, help="Draft tokens per step (0: plain greedy). "
+                                         "Default: confidence-gated up to the head's depth.")]
+MinProb = Annotated[float, typer.Option(
+    "--draft-min-prob", min=0.0, max=1.0,
+    help="Gated drafting: stop below this draft probability.")]
+MinPathProb = Annotated[float, typer.Option(
+    "--draft-min-path-prob", min=0.0, max=1.0,
+    help="Gated drafting: stop below this running product.")]
+MaxNewTokens = Annotated[int, typer.Option(
+    "--max-new-tokens", min=1, help="Token cap per request (status 'truncated').")]
+Prompt = Annotated[str, typer.Option("--prompt", help="Override the model's instruction.")]
+ImageMode = Annotated[str, typer.Option(
+    "--mode", help="Image mode of DeepSeek-OCR / Jina-OCR-v1: tiny, small, base, large, "
+                   "gundam (default) or gundam-m.")]
+Resume = Annotated[bool, typer.Option(
+    "--resume/--overwrite", help="Skip pages already done with the same settings.")]
+Password = Annotated[str, typer.Option("--password", help="Password for encrypted PDFs.")]
+PageTimeout = Annotated[float, typer.Option(
+    "--page-timeout", min=0.001, help="Seconds one page may take to render and to decode; "
+                                      "a slower page is stopped with status 'timeout'.")]
+Summary = Annotated[str, typer.Option(
+    "--summary", help="Also write the run summary JSON here; '-' prints it to stdout.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Only errors.")]
+
+
+def _formats(format: str) -> frozenset[str]:
+    formats = frozenset(f.strip() for f in format.split(",") if f.strip())
+    if not formats or not formats <= {"md", "json"}:
+        raise typer.BadParameter("use md, json or md,json", param_hint="--format")
+    return formats | {"json"}  # the JSON record is what resume and status read
+
+
+def _write_summary(summary: str | None, result: dict) -> None:
+    from ocrcli.output import atomic_write
+
+    if summary == "-":
+        sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    elif summary:
+        atomic_write(Path(summary), orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+
+
 @app.command()
 def convert(
-    inputs: list[str] = typer.Argument(..., help="PDFs, images, folders (recursive) or globs. "
-                                                 "Put -- before names that start with a dash."),
-    out: Path = typer.Option(..., "-o", "--out", help="Output folder."),
-    format: str = typer.Option("md,json", "--format", help="Per-page outputs: md, json or both."),
-    pages: str = typer.Option(None, "--pages", help="1-based pages, e.g. 1-3,7."),
-    dpi: int = typer.Option(144, "--dpi", min=36, max=600, help="PDF rendering resolution."),
-    max_pixels: int = typer.Option(12_000_000, "--max-pixels", min=10_000,
-                                   help="Pixel cap per page image."),
-    model: str = typer.Option("builtin", "--model", help="builtin, a hub id, or a folder."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda[:N] or mps."),
-    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Requests decoded together."),
-    draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16,
-                                    help="Draft tokens per step (0: plain greedy). "
-                                         "Default: confidence-gated up to the head's depth."),
-    min_prob: float = typer.Option(GATED_DEFAULT.min_prob, "--draft-min-prob", min=0.0, max=1.0,
-                                   help="Gated drafting: stop below this draft probability."),
-    min_path_prob: float = typer.Option(GATED_DEFAULT.min_path_prob, "--draft-min-path-prob",
-                                        min=0.0, max=1.0,
-                                        help="Gated drafting: stop below this running product."),
-    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1,
-                                       help="Token cap per request (status 'truncated')."),
-    prompt: str = typer.Option(None, "--prompt", help="Override the model's instruction."),
-    image_mode: str = typer.Option(None, "--mode",
-                                   help="Image mode of DeepSeek-OCR / Jina-OCR-v1: tiny, small, "
-                                        "base, large, gundam (default) or gundam-m."),
-    resume: bool = typer.Option(True, "--resume/--overwrite",
-                                help="Skip pages already done with the same settings."),
-    render_workers: int = typer.Option(1, "--render-workers", min=0,
-                                       help="Renderer processes (0: render in this process)."),
-    password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
-    page_timeout: float = typer.Option(None, "--page-timeout", min=0.001,
-                                       help="Seconds one page may take to render and to decode; "
-                                            "a slower page is stopped with status 'timeout'."),
-    shard: str = typer.Option(None, "--shard", help="K/N: this worker's share of documents."),
-    workers: int = typer.Option(1, "--workers", min=1, max=64,
-                                help="Converter processes: one per GPU when there are enough, "
-                                     "else sharing the CPU cores. Same output as 1."),
-    summary: str = typer.Option(None, "--summary", help="Also write the run summary JSON here; "
-                                                        "'-' prints it to stdout."),
-    log: str = typer.Option("auto", "--log", help="auto, rich, plain or json."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors."),
+    inputs: Inputs,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output folder.")],
+    format: Formats = "md,json",
+    pages: Pages = None,
+    dpi: Dpi = 144,
+    max_pixels: MaxPixels = 12_000_000,
+    model: Model = "builtin",
+    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda[:N] or mps.")] = "auto",
+    batch_size: BatchSize = 16,
+    draft_depth: DraftDepth = None,
+    min_prob: MinProb = GATED_DEFAULT.min_prob,
+    min_path_prob: MinPathProb = GATED_DEFAULT.min_path_prob,
+    max_new_tokens: MaxNewTokens = None,
+    prompt: Prompt = None,
+    image_mode: ImageMode = None,
+    resume: Resume = True,
+    render_workers: Annotated[int, typer.Option(
+        "--render-workers", min=0, help="Renderer processes (0: render in this process).")] = 1,
+    password: Password = None,
+    page_timeout: PageTimeout = None,
+    shard: Annotated[str, typer.Option(
+        "--shard", help="K/N: this worker's share of documents.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", min=1, max=64, help="Converter processes: one per GPU when there are "
+                                         "enough, else sharing the CPU cores. Same output as 1.")] = 1,
+    summary: Summary = None,
+    log: Annotated[str, typer.Option("--log", help="auto, rich, plain or json.")] = "auto",
+    quiet: Quiet = False,
 ) -> None:
     """Convert documents to Markdown (and JSON) per page."""
     from ocrcli.convert import Converter, ConvertSettings
-    from ocrcli.output import atomic_write
 
     try:
-        formats = frozenset(f.strip() for f in format.split(",") if f.strip())
-        if not formats or not formats <= {"md", "json"}:
-            raise typer.BadParameter("use md, json or md,json", param_hint="--format")
+        formats = _formats(format)
         if log not in ("auto", "rich", "plain", "json"):
             raise typer.BadParameter("use auto, rich, plain or json", param_hint="--log")
         mode = ("rich" if sys.stderr.isatty() else "plain") if log == "auto" else log
         settings = ConvertSettings(
-            inputs=inputs, out=out, formats=formats | {"json"}, pages=parse_pages(pages),
+            inputs=inputs, out=out, formats=formats, pages=parse_pages(pages),
             dpi=dpi, max_pixels=max_pixels, model=model, device=device, batch_size=batch_size,
             draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
@@ -107,10 +144,7 @@ def convert(
             code, result = run_workers(settings, workers, reporter)
         else:
             code, result = Converter(settings, reporter).run()
-        if summary == "-":
-            sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-        elif summary:
-            atomic_write(Path(summary), orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        _write_summary(summary, result)
     except OcrCliError as exc:
         _fail(exc)
     raise typer.Exit(int(code))
@@ -208,47 +242,43 @@ def status(
 
 @app.command("ray-convert")
 def ray_convert(
-    inputs: list[str] = typer.Argument(..., help="PDFs, images, folders (recursive) or globs. "
-                                                 "Put -- before names that start with a dash."),
-    out: Path = typer.Option(..., "-o", "--out", help="Output folder (on a cluster: a path "
-                                                      "every node mounts)."),
-    address: str = typer.Option(None, "--address", help="Ray cluster address (default: "
-                                                        "$RAY_ADDRESS, else a local Ray)."),
-    actors: int = typer.Option(None, "--actors", min=1,
-                               help="Model replicas (default: one per GPU, 1 without GPUs)."),
-    gpus_per_actor: float = typer.Option(None, "--gpus-per-actor", min=0,
-                                         help="Default: 1 when the cluster has GPUs, else 0."),
-    pages_per_batch: int = typer.Option(32, "--pages-per-batch", min=1,
-                                        help="Pages an actor decodes together."),
-    format: str = typer.Option("md,json", "--format", help="Per-page outputs: md, json or both."),
-    pages: str = typer.Option(None, "--pages", help="1-based pages, e.g. 1-3,7."),
-    dpi: int = typer.Option(144, "--dpi", min=36, max=600, help="PDF rendering resolution."),
-    max_pixels: int = typer.Option(12_000_000, "--max-pixels", min=10_000,
-                                   help="Pixel cap per page image."),
-    model: str = typer.Option("builtin", "--model", help="builtin, a hub id, or a folder."),
-    device: str = typer.Option("auto", "--device",
-                               help="auto (a GPU when the actor has one), cpu or cuda."),
-    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Requests decoded together."),
-    draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16,
-                                    help="Draft tokens per step (0: plain greedy)."),
-    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1,
-                                       help="Token cap per request (status 'truncated')."),
-    prompt: str = typer.Option(None, "--prompt", help="Override the model's instruction."),
-    resume: bool = typer.Option(True, "--resume/--overwrite",
-                                help="Skip pages already done with the same settings."),
-    password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
-    page_timeout: float = typer.Option(None, "--page-timeout", min=0.001,
-                                       help="Seconds one page may take to render and to decode; "
-                                            "a slower page is stopped with status 'timeout'."),
-    shard: str = typer.Option(None, "--shard", help="K/N: this run's share of documents."),
-    summary: str = typer.Option(None, "--summary", help="Also write the run summary JSON here; "
-                                                        "'-' prints it to stdout."),
-    log: str = typer.Option("plain", "--log", help="plain or json."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors."),
+    inputs: Inputs,
+    out: Annotated[Path, typer.Option(
+        "-o", "--out", help="Output folder (on a cluster: a path every node mounts).")],
+    address: Annotated[str, typer.Option(
+        "--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")] = None,
+    actors: Annotated[int, typer.Option(
+        "--actors", min=1, help="Model replicas (default: one per GPU, 1 without GPUs).")] = None,
+    gpus_per_actor: Annotated[float, typer.Option(
+        "--gpus-per-actor", min=0, help="Default: 1 when the cluster has GPUs, else 0.")] = None,
+    pages_per_batch: Annotated[int, typer.Option(
+        "--pages-per-batch", min=1, help="Pages an actor decodes together.")] = 32,
+    format: Formats = "md,json",
+    pages: Pages = None,
+    dpi: Dpi = 144,
+    max_pixels: MaxPixels = 12_000_000,
+    model: Model = "builtin",
+    device: Annotated[str, typer.Option(
+        "--device", help="auto (a GPU when the actor has one), cpu or cuda.")] = "auto",
+    batch_size: BatchSize = 16,
+    draft_depth: DraftDepth = None,
+    min_prob: MinProb = GATED_DEFAULT.min_prob,
+    min_path_prob: MinPathProb = GATED_DEFAULT.min_path_prob,
+    max_new_tokens: MaxNewTokens = None,
+    prompt: Prompt = None,
+    image_mode: ImageMode = None,
+    resume: Resume = True,
+    password: Password = None,
+    shard: Annotated[str, typer.Option(
+        "--shard", help="K/N: this run's share of documents.")] = None,
+    summary: Summary = None,
+    log: Annotated[str, typer.Option("--log", help="plain or json.")] = "plain",
+    quiet: Quiet = False,
 ) -> None:
-    """`convert` on a Ray cluster (Ray Data): same outputs. Needs `pip install ocrcli[ray]`."""
+    r"""`convert` on a Ray cluster (Ray Data): same outputs. Needs `pip install 'ocrcli\[ray]'`.
+
+    Not yet on Ray: --page-timeout, --render-workers and --workers (Ray places the work)."""
     from ocrcli.convert import ConvertSettings
-    from ocrcli.output import atomic_write
 
     try:
         from ocrcli.distributed.ray import RayOptions, run_ray_convert
@@ -257,24 +287,20 @@ def ray_convert(
                    err=True)
         raise typer.Exit(int(ExitCode.usage)) from None
     try:
-        formats = frozenset(f.strip() for f in format.split(",") if f.strip())
-        if not formats or not formats <= {"md", "json"}:
-            raise typer.BadParameter("use md, json or md,json", param_hint="--format")
+        formats = _formats(format)
         if log not in ("plain", "json"):
             raise typer.BadParameter("use plain or json", param_hint="--log")
         if summary == "-" and log != "json":
             quiet = True  # stdout carries the JSON summary alone
         settings = ConvertSettings(
-            inputs=inputs, out=out, formats=formats | {"json"}, pages=parse_pages(pages), dpi=dpi,
+            inputs=inputs, out=out, formats=formats, pages=parse_pages(pages), dpi=dpi,
             max_pixels=max_pixels, model=model, device=device, batch_size=batch_size,
-            draft_depth=draft_depth, max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
-            password=password, shard=parse_shard(shard), log=log, quiet=quiet)
+            draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
+            max_new_tokens=max_new_tokens, prompt=prompt, resume=resume, password=password,
+            shard=parse_shard(shard), log=log, quiet=quiet, mode=image_mode)
         options = RayOptions(address, actors, gpus_per_actor, pages_per_batch)
         code, result = run_ray_convert(settings, options, Reporter(log, quiet))
-        if summary == "-":
-            sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-        elif summary:
-            atomic_write(Path(summary), orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        _write_summary(summary, result)
     except OcrCliError as exc:
         _fail(exc)
     raise typer.Exit(int(code))

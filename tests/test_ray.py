@@ -102,3 +102,16 @@ def test_ray_convert_matches_convert_and_resumes(plain, tmp_path):
     summary = json.loads(r.stdout)
     assert summary["pages"]["converted"] == 1 and summary["pages"]["skipped"] == 4
     assert_same_outputs(expected, out)
+
+
+def test_ray_convert_passes_the_model_options(tmp_path):
+    """`--mode` reaches the model as with `convert`: the built-in reader has no image modes,
+    so both commands refuse it with the same one-line usage error (exit 2)."""
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'ocrcli[ray]'")
+    lines = []
+    for command in ("convert", "ray-convert"):
+        r = run_cli(command, str(SAMPLES / "memo.jpg"), "-o", str(tmp_path / command),
+                    "--mode", "tiny")
+        assert r.returncode == 2, r.stderr
+        lines.append(r.stderr.strip().splitlines()[-1])
+    assert lines[0] == lines[1] and "--mode" in lines[0]

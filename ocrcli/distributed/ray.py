@@ -31,6 +31,7 @@ from ocrcli.distributed.ledger import DocumentWork, PageOutcome, RunLedger
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.errors import ExitCode, OcrCliError, UsageError
 from ocrcli.inputs import PageRef, collect
+from ocrcli.models.base import LoadedModel
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.output import OutputTree, PageRecord, check_writable
 from ocrcli.progress import Reporter
@@ -89,11 +90,16 @@ def worker_device(device: str, gpus_per_actor: float) -> str:
     return "cuda" if gpus_per_actor > 0 else "cpu"
 
 
+def _load(settings: ConvertSettings, device: str) -> LoadedModel:
+    """The model as `convert` loads it: with its image mode and prompt."""
+    return load_model(settings.model, resolve_device(device), settings.mode, settings.prompt)
+
+
 class PageOcrWorker:
     """`map_batches` actor: loads the model once, then decodes batches of page rows."""
 
     def __init__(self, settings: ConvertSettings, device: str, expected_fingerprint: str):
-        self.decoder = PageDecoder(load_model(settings.model, resolve_device(device)), settings)
+        self.decoder = PageDecoder(_load(settings, device), settings)
         if self.decoder.fingerprint != expected_fingerprint:  # e.g. other weights on this node
             raise RuntimeError(f"this worker's model fingerprint {self.decoder.fingerprint} differs "
                                f"from the run's {expected_fingerprint}: is every node's model the same?")
@@ -124,7 +130,7 @@ def write_pages(batch: dict, out: str, formats: frozenset[str]) -> dict:
 @ray.remote
 def model_fingerprint(settings: ConvertSettings, device: str) -> tuple[str, str]:
     """Where the workers will run: the run's fingerprint and model id (one model load)."""
-    decoder = PageDecoder(load_model(settings.model, resolve_device(device)), settings)
+    decoder = PageDecoder(_load(settings, device), settings)
     return decoder.fingerprint, decoder.loaded.model_id
 
 
