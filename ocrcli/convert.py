@@ -114,6 +114,36 @@ def summary_name(shard: tuple[int, int] | None) -> str:
     return "summary.json" if shard is None else f"summary-shard-{shard[0]}-of-{shard[1]}.json"
 
 
+def page_counts(counts: Counter, skipped: int) -> dict[str, int]:
+    """The summary's `pages` block from per-status page counts."""
+    # failed counts every page not converted; timeout is the part that ran out of time
+    return {"converted": sum(counts[c] for c in CONVERTED), "skipped": skipped,
+            "failed": counts["failed"] + counts["timeout"], "timeout": counts["timeout"],
+            "ok": counts["ok"], "truncated": counts["truncated"], "degenerate": counts["degenerate"]}
+
+
+def run_summary(model: str, fp: str | None, docs: list[Document], pages: dict[str, int],
+                failures: list[dict], interrupted: bool, elapsed: float, tokens: int,
+                verify_steps: int) -> dict:
+    """A run's `summary.json`, the same keys for `convert`, `--workers` and `ray-convert`."""
+    return {
+        "ocrcli_version": __version__,
+        "model": model,
+        "fingerprint": fp,
+        "documents": len(docs),
+        "documents_failed": sum(1 for d in docs if d.error),
+        "pages": pages,
+        "failures": failures,
+        "interrupted": interrupted,
+        "seconds": round(elapsed, 3),
+        "pages_per_s": round(pages["converted"] / elapsed, 4) if elapsed > 0 else 0.0,
+        "tokens_per_s": round(tokens / elapsed, 2) if elapsed > 0 else 0.0,
+        "mean_accepted": round(tokens / verify_steps, 3) if verify_steps else 0.0,
+        "tokens": tokens,
+        "verify_steps": verify_steps,
+    }
+
+
 def worker_share(docs: list[Document], worker: tuple[int, int]) -> list[Document]:
     """Worker k of n takes every n-th page of the run, counted across documents in input
     order, so one long PDF is split as evenly as many short ones. A document that cannot be
@@ -341,7 +371,8 @@ class Converter:
 
     def _end(self, docs, counts, skipped, failures, elapsed, interrupted, faults) -> tuple[ExitCode, dict]:
         s = self.s
-        summary = self._summary(docs, counts, skipped, failures, elapsed, interrupted)
+        summary = run_summary(self.model_id, self.fp, docs, page_counts(counts, skipped), failures,
+                              interrupted, elapsed, counts["tokens"], counts["verify_steps"])
         summary["faults"] = {"oom_retries": 0, "render_workers_replaced": 0} | faults
         if interrupted:
             code = ExitCode.interrupted
@@ -430,27 +461,3 @@ class Converter:
         manifest = self.tree.write_document(doc.rel, path_text(doc.path), doc.page_count, self.fp)
         selected = {str(p): manifest["pages"][str(p)] for p in doc.pages}
         self.report.document(display_path(doc.path), selected, None)
-
-    def _summary(self, docs, counts, skipped, failures, elapsed, interrupted) -> dict:
-        converted = sum(counts[c] for c in CONVERTED)
-        return {
-            "ocrcli_version": __version__,
-            "model": self.model_id,
-            "fingerprint": self.fp,
-            "documents": len(docs),
-            "documents_failed": sum(1 for d in docs if d.error),
-            # failed counts every page not converted; timeout is the part that ran out of time
-            "pages": {"converted": converted, "skipped": skipped,
-                      "failed": counts["failed"] + counts["timeout"], "timeout": counts["timeout"],
-                      "ok": counts["ok"], "truncated": counts["truncated"],
-                      "degenerate": counts["degenerate"]},
-            "failures": failures,
-            "interrupted": interrupted,
-            "seconds": round(elapsed, 3),
-            "pages_per_s": round(converted / elapsed, 4) if elapsed > 0 else 0.0,
-            "tokens_per_s": round(counts["tokens"] / elapsed, 2) if elapsed > 0 else 0.0,
-            "mean_accepted": round(counts["tokens"] / counts["verify_steps"], 3)
-            if counts["verify_steps"] else 0.0,
-            "tokens": counts["tokens"],
-            "verify_steps": counts["verify_steps"],
-        }

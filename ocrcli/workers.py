@@ -24,8 +24,7 @@ from dataclasses import replace
 
 import torch
 
-from ocrcli import __version__
-from ocrcli.convert import Converter, ConvertSettings, decode_threads
+from ocrcli.convert import Converter, ConvertSettings, decode_threads, run_summary
 from ocrcli.errors import ExitCode, OcrCliError, UsageError, one_line
 from ocrcli.inputs import collect, display_path, path_text
 from ocrcli.output import OutputTree, check_writable
@@ -195,23 +194,11 @@ def _finish(settings: ConvertSettings, docs, results, elapsed: float, interrupte
     code = next(c for c in SEVERITY if c in codes or c is ExitCode.ok)
     if code is ExitCode.ok and failures:
         code = ExitCode.pages_failed
-    summary = {
-        "ocrcli_version": __version__,
-        "model": summaries[0]["model"] if summaries else settings.model,
-        "fingerprint": fp,
+    model = summaries[0]["model"] if summaries else settings.model
+    summary = run_summary(model, fp, docs, dict(sorted(pages.items())), failures,
+                          code is ExitCode.interrupted, elapsed, tokens, steps) | {
         "workers": len(results),
-        "documents": len(docs),
-        "documents_failed": sum(1 for d in docs if d.error),
-        "pages": dict(sorted(pages.items())),
-        "failures": failures,
         "worker_errors": [{"worker": k, "error": msg} for k, msg in errors],
-        "interrupted": code is ExitCode.interrupted,
-        "seconds": round(elapsed, 3),
-        "pages_per_s": round(pages["converted"] / elapsed, 4) if elapsed > 0 else 0.0,
-        "tokens_per_s": round(tokens / elapsed, 2) if elapsed > 0 else 0.0,
-        "mean_accepted": round(tokens / steps, 3) if steps else 0.0,
-        "tokens": tokens,
-        "verify_steps": steps,
         "faults": dict(sorted(faults.items())),
         "exit_code": int(code),
     }

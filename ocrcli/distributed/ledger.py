@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ocrcli import __version__
-from ocrcli.convert import CONVERTED
+from ocrcli.convert import CONVERTED, page_counts, run_summary
 from ocrcli.errors import ExitCode
 from ocrcli.inputs import Document, display_path, path_text
 from ocrcli.output import OutputTree
@@ -111,22 +110,6 @@ class RunLedger:
 
     def summary(self, elapsed: float, interrupted: bool) -> dict:
         c = self.counts
-        converted = sum(c[s] for s in CONVERTED)
-        return {
-            "ocrcli_version": __version__,
-            "model": self.model_id,
-            "fingerprint": self.fingerprint,
-            "documents": len(self.docs),
-            "documents_failed": sum(1 for d in self.docs if d.error),
-            # failed counts every page not converted; timeout is the part that ran out of time
-            "pages": {"converted": converted, "skipped": self.skipped,
-                      "failed": c["failed"] + c["timeout"], "timeout": c["timeout"],
-                      "ok": c["ok"], "truncated": c["truncated"], "degenerate": c["degenerate"]},
-            "failures": self.failures,
-            "interrupted": interrupted,
-            "seconds": round(elapsed, 3),
-            "pages_per_s": round(converted / elapsed, 4) if elapsed > 0 else 0.0,
-            "tokens_per_s": round(c["tokens"] / elapsed, 2) if elapsed > 0 else 0.0,
-            "mean_accepted": round(c["tokens"] / c["verify_steps"], 3) if c["verify_steps"] else 0.0,
-            "exit_code": int(self.exit_code(interrupted)),
-        }
+        return run_summary(self.model_id, self.fingerprint, self.docs, page_counts(c, self.skipped),
+                           self.failures, interrupted, elapsed, c["tokens"], c["verify_steps"]) | {
+            "exit_code": int(self.exit_code(interrupted))}
