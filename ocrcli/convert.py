@@ -12,7 +12,7 @@ import os
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,20 +22,17 @@ import orjson
 from ocrcli import __version__
 from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy, default_policy
 from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError, UsageError, one_line
-from ocrcli.evaluation.checks import quality_flags
 from ocrcli.inputs import Document, PageRef, collect, display_path, path_text
 from ocrcli.models.identity import ModelIdentity, quick_identity
 from ocrcli.output import OutputTree, PageRecord, check_writable
+from ocrcli.pages import CONVERTED, PageAssembly, failed_record
 from ocrcli.progress import Reporter
-from ocrcli.render import PageImage, Renderer, RenderSettings
+from ocrcli.render import Renderer, RenderSettings
 
 if TYPE_CHECKING:  # torch loads only when a page is to be decoded
+    from ocrcli.engine.scheduler import Engine
     from ocrcli.models.base import DecodeRequest, LoadedModel
 
-# A page takes the worst status of its requests; timeout and failed pages are not done, so a
-# rerun converts them again.
-STATUS_RANK = {"ok": 0, "truncated": 1, "degenerate": 2, "timeout": 3, "failed": 4}
-CONVERTED = ("ok", "truncated", "degenerate")
 
 
 @dataclass
@@ -77,23 +74,6 @@ def decode_threads(render_workers: int, share: int = 1) -> int:
     return max(1, (os.cpu_count() or 1) // share - render_workers)
 
 
-@dataclass
-class _PageState:
-    ref: PageRef
-    image: PageImage
-    requests: list[DecodeRequest]
-    texts: list[str | None]
-    statuses: list[str]
-    deadline: float | None = None  # perf_counter time by which decoding must end
-    errors: list[str] = field(default_factory=list)
-    tokens: int = 0
-    verify_steps: int = 0
-    hist: Counter = field(default_factory=Counter)
-
-    def expired(self) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline
-
-
 def fingerprint(identity: ModelIdentity, image_mode: str | None, s: ConvertSettings,
                 max_new: int) -> str:
     """What can change a page's output. Draft settings cannot, so they are left out."""
@@ -107,6 +87,28 @@ def fingerprint(identity: ModelIdentity, image_mode: str | None, s: ConvertSetti
 def loaded_fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> str:
     image_mode = getattr(getattr(loaded.adapter, "mode", None), "name", None)
     return fingerprint(ModelIdentity(loaded.model_id, loaded.weights_hash), image_mode, s, max_new)
+
+
+def max_new_tokens(s: ConvertSettings) -> int:
+    """The token cap per request: the option, else the model's default."""
+    return s.max_new_tokens or (160 if s.model == "builtin" else 8192)
+
+
+def draft_policy(head_depth: int, s: ConvertSettings) -> DraftPolicy:
+    """Gated drafting up to the head's depth by default; a fixed depth when one is given."""
+    if s.draft_depth is None:
+        return default_policy(head_depth, s.batch_size, s.min_prob, s.min_path_prob)
+    return DraftPolicy(s.draft_depth)
+
+
+def make_engine(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> Engine:
+    """The engine for a loaded model under these settings."""
+    from ocrcli.engine.scheduler import Engine
+
+    # A full-page model's prompt holds hundreds of <image> slots; the caches are sized from
+    # the adapter's bound (the built-in line reader's fit in 64).
+    return Engine(loaded.model, s.batch_size, max_new, draft_policy(loaded.model.max_draft_depth, s),
+                  loaded.guard, max_prompt=getattr(loaded.adapter, "max_prompt_tokens", 64))
 
 
 def summary_name(shard: tuple[int, int] | None) -> str:
@@ -228,7 +230,7 @@ class Converter:
                 self.report.notice(n)
             if not docs:
                 raise UsageError("no PDF or image documents found in the inputs")
-        max_new = s.max_new_tokens or (160 if s.model == "builtin" else 8192)
+        max_new = max_new_tokens(s)
         # A rerun over finished pages needs only the fingerprint; where it is known without
         # loading the model (and importing torch), a run with nothing to do ends in a blink.
         identity = quick_identity(s.model) if s.resume and s.mode is None else None
@@ -265,16 +267,8 @@ class Converter:
 
         import torch
 
-        from ocrcli.engine.scheduler import Engine
-
-        depth = loaded.model.max_draft_depth if s.draft_depth is None else s.draft_depth
-        policy = default_policy(depth, s.batch_size, s.min_prob, s.min_path_prob) \
-            if s.draft_depth is None else DraftPolicy(depth)
         try:
-            # A full-page model's prompt holds hundreds of <image> slots; the caches are
-            # sized from the adapter's bound (the built-in line reader's fit in 64).
-            engine = Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard,
-                            max_prompt=getattr(loaded.adapter, "max_prompt_tokens", 64))
+            engine = make_engine(loaded, s, max_new)
         except torch.OutOfMemoryError as exc:
             raise ModelLoadError(f"not enough device memory for --batch-size {s.batch_size} "
                                  f"({one_line(exc)}); try a smaller batch") from None
@@ -289,7 +283,7 @@ class Converter:
         interrupted = False
         try:
             stream = renderer.stream(todo)
-            pages: dict[int, _PageState] = {}
+            pages: dict[int, PageAssembly] = {}
             queued: list[DecodeRequest] = []
             next_id = 0
 
@@ -301,7 +295,9 @@ class Converter:
                 pid, next_id = next_id, next_id + 1
                 if img.error:
                     status = "timeout" if img.timed_out else "failed"
-                    self._write_failed(docs, img.ref, img, status, img.error, failures, counts)
+                    self._write_failed(docs, img.ref, failed_record(img, status, img.error,
+                                                                    self.model_id, fp),
+                                       failures, counts)
                     self._page_written(docs, img.ref, remaining)
                     return True
                 try:
@@ -311,15 +307,17 @@ class Converter:
                         loaded.adapter.page_requests(img.image, max_new)
                 except Exception as exc:  # a page the model cannot read must not stop the run
                     message = str(exc) if img.prepare_error else f"cannot prepare page: {exc}"
-                    self._write_failed(docs, img.ref, img, "failed", one_line(message), failures,
-                                       counts)
+                    self._write_failed(docs, img.ref, failed_record(img, "failed", one_line(message),
+                                                                    self.model_id, fp),
+                                       failures, counts)
                     self._page_written(docs, img.ref, remaining)
                     return True
                 for j, r in enumerate(reqs):
                     r.key = (pid, j)
-                state = _PageState(img.ref, img, reqs, [None] * len(reqs), ["ok"] * len(reqs))
-                if s.page_timeout is not None:  # what rendering took counts against the page
-                    state.deadline = time.perf_counter() + s.page_timeout - img.render_seconds
+                # What rendering took counts against the page's time.
+                deadline = None if s.page_timeout is None else \
+                    time.perf_counter() + s.page_timeout - img.render_seconds
+                state = PageAssembly.start(img, reqs, deadline)
                 if not reqs:  # a blank page
                     self._write_page(docs, state, failures, counts)
                     self._page_written(docs, img.ref, remaining)
@@ -331,10 +329,12 @@ class Converter:
             def expired(key) -> bool:
                 return pages[key[0]].expired()
 
-            def finish(state: _PageState | None) -> None:
-                if state is not None:
-                    self._write_page(docs, state, failures, counts)
-                    self._page_written(docs, state.ref, remaining)
+            def finish(pid: int, j: int, tokens: list[int], status: str, stats, error) -> None:
+                state = pages[pid]
+                state.add(j, loaded.tokenizer.decode(tokens) if tokens else "", status, stats, error)
+                if state.finished:
+                    self._write_page(docs, pages.pop(pid), failures, counts)
+                    self._page_written(docs, state.image.ref, remaining)
 
             def fetch(n: int, block: bool):
                 # Checked per page: blank pages need no decoding, so a long run of them
@@ -348,7 +348,7 @@ class Converter:
                 if s.page_timeout is not None:  # requests of a page out of time never start
                     for r in [r for r in queued if expired(r.key)]:
                         queued.remove(r)
-                        finish(self._record(pages, r.key, [], "timeout", None, None))
+                        finish(*r.key, [], "timeout", None, None)
                 if not queued:
                     return None if stream.done else []
                 batch, queued[:] = queued[:n], queued[n:]
@@ -356,8 +356,7 @@ class Converter:
 
             if not interrupt.requested:  # a signal while the model loaded: no new work
                 for result in engine.run(fetch, expired if s.page_timeout is not None else None):
-                    finish(self._record(pages, result.key, result.tokens, result.status,
-                                        result.stats, result.error))
+                    finish(*result.key, result.tokens, result.status, result.stats, result.error)
             interrupted = interrupt.requested
         except KeyboardInterrupt:
             interrupted = True
@@ -389,62 +388,28 @@ class Converter:
         self.report.finish(summary)
         return code, summary
 
-    def _record(self, pages: dict[int, _PageState], key, tokens: list[int], status: str,
-                stats, error: str | None) -> _PageState | None:
-        """One request's outcome; the page's state once its last request is in."""
-        pid, j = key
-        state = pages[pid]
-        state.texts[j] = self.loaded.tokenizer.decode(tokens) if tokens else ""
-        state.statuses[j] = status
-        if error:
-            state.errors.append(error)
-        if stats is not None:
-            state.tokens += stats.tokens
-            state.verify_steps += stats.verify_steps
-            state.hist.update(stats.accepted_hist)
-        if any(t is None for t in state.texts):
-            return None
-        return pages.pop(pid)
-
-    def _write_page(self, docs: list[Document], state: _PageState, failures, counts: Counter) -> None:
-        doc = docs[state.ref.doc_index]
-        status = max(state.statuses, key=STATUS_RANK.__getitem__) if state.statuses else "ok"
-        if status == "timeout":
-            self._write_failed(docs, state.ref, state.image, status,
-                               f"decoding took longer than --page-timeout {self.s.page_timeout:g}s; "
-                               "stopped", failures, counts)
+    def _write_page(self, docs: list[Document], state: PageAssembly, failures, counts: Counter) -> None:
+        record = state.record(self.loaded, self.fp, timeout_error=(
+            f"decoding took longer than --page-timeout {self.s.page_timeout:g}s; stopped"
+            if self.s.page_timeout is not None else "decoding took too long"))
+        if record.status not in CONVERTED:
+            self._write_failed(docs, state.image.ref, record, failures, counts)
             return
-        if status == "failed":
-            self._write_failed(docs, state.ref, state.image, status,
-                               state.errors[0] if state.errors else "decoding failed", failures, counts)
-            return
-        text = self.loaded.adapter.assemble(state.requests, [t or "" for t in state.texts])
-        w, h = state.image.image.size
-        record = PageRecord(
-            source=path_text(doc.path), page=state.ref.page, status=status, text=text, width=w,
-            height=h, dpi=round(state.image.dpi, 2), model=self.model_id,
-            fingerprint=self.fp, tokens=state.tokens, requests=len(state.requests),
-            verify_steps=state.verify_steps,
-            mean_accepted=round(state.tokens / state.verify_steps, 3) if state.verify_steps else 0.0,
-            accepted_histogram={str(k): v for k, v in sorted(state.hist.items())},
-            quality=quality_flags(text))
-        self.tree.write_page(doc.rel, record, set(self.s.formats))
-        counts[status] += 1
+        self.tree.write_page(docs[state.image.ref.doc_index].rel, record, set(self.s.formats))
+        counts[record.status] += 1
         counts["tokens"] += state.tokens
         counts["verify_steps"] += state.verify_steps
         self.report.page(state.tokens, state.verify_steps)
 
-    def _write_failed(self, docs, ref: PageRef, img: PageImage, status: str, error: str, failures,
-                      counts):
+    def _write_failed(self, docs: list[Document], ref: PageRef, record: PageRecord, failures,
+                      counts: Counter) -> None:
+        """A page with no text: its record holds the status and reason; the run counts it."""
         doc = docs[ref.doc_index]
-        w, h = img.image.size if img.image is not None else (0, 0)
-        record = PageRecord(source=path_text(doc.path), page=ref.page, status=status, error=error,
-                            width=w, height=h, model=self.model_id, fingerprint=self.fp)
         self.tree.write_page(doc.rel, record, set())
-        failures.append({"source": path_text(doc.path), "page": ref.page, "status": status,
-                         "error": error})
-        self.report.problem(f"{display_path(doc.path)} page {ref.page}: {error}")
-        counts[status] += 1
+        failures.append({"source": record.source, "page": ref.page, "status": record.status,
+                         "error": record.error})
+        self.report.problem(f"{display_path(doc.path)} page {ref.page}: {record.error}")
+        counts[record.status] += 1
         self.report.page(0, 0)
 
     def _page_written(self, docs, ref: PageRef, remaining: dict[int, int]) -> None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ocrcli.convert import CONVERTED, page_counts, run_summary
+from ocrcli.convert import page_counts, run_summary
 from ocrcli.errors import ExitCode
 from ocrcli.inputs import Document, display_path, path_text
 from ocrcli.output import OutputTree
+from ocrcli.pages import CONVERTED
 from ocrcli.progress import Reporter
 
 

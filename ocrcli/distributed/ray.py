@@ -26,7 +26,7 @@ import ray
 import ray.data
 from PIL import Image
 
-from ocrcli.convert import CONVERTED, ConvertSettings
+from ocrcli.convert import ConvertSettings
 from ocrcli.distributed.ledger import DocumentWork, PageOutcome, RunLedger
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.errors import ExitCode, OcrCliError, UsageError
@@ -34,6 +34,7 @@ from ocrcli.inputs import PageRef, collect
 from ocrcli.models.base import LoadedModel
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.output import OutputTree, PageRecord, check_writable
+from ocrcli.pages import CONVERTED
 from ocrcli.progress import Reporter
 from ocrcli.render import PageImage, RenderSettings, render_page
 

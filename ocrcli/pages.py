@@ -1,0 +1,96 @@
+"""One page from its decode requests to its record: the steps `convert` and the workers of an
+external engine (`distributed/page_decoder.py`) share, so the two paths cannot drift apart.
+
+A page becomes requests (the model adapter's `page_requests`), its requests decode in any order
+among other pages' requests, and once the last one has ended the page's record is built: the
+worst request status is the page's (one failed request fails the page), and the adapter
+assembles the texts into the page's Markdown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ocrcli.evaluation.checks import quality_flags
+from ocrcli.inputs import path_text
+from ocrcli.output import PageRecord
+from ocrcli.render import PageImage
+
+if TYPE_CHECKING:  # torch loads only when a page is to be decoded
+    from ocrcli.models.base import DecodeRequest, LoadedModel
+
+# A page takes the worst status of its requests; timeout and failed pages are not done, so a
+# rerun converts them again.
+STATUS_RANK = {"ok": 0, "truncated": 1, "degenerate": 2, "timeout": 3, "failed": 4}
+CONVERTED = ("ok", "truncated", "degenerate")
+
+
+def failed_record(image: PageImage, status: str, error: str, model_id: str, fp: str) -> PageRecord:
+    """A page that could not be rendered, read or decoded: its status and reason, no text."""
+    w, h = image.image.size if image.image is not None else (0, 0)
+    return PageRecord(source=path_text(image.ref.path), page=image.ref.page, status=status,
+                      error=error, width=w, height=h, model=model_id, fingerprint=fp)
+
+
+@dataclass
+class PageAssembly:
+    """One page's requests while they decode; a record once every request has ended."""
+
+    image: PageImage
+    requests: list[DecodeRequest]
+    texts: list[str | None]
+    statuses: list[str]
+    deadline: float | None = None  # perf_counter time by which decoding must end
+    errors: list[str] = field(default_factory=list)  # why requests failed (out of memory)
+    tokens: int = 0
+    verify_steps: int = 0
+    hist: Counter = field(default_factory=Counter)
+
+    @classmethod
+    def start(cls, image: PageImage, requests: list[DecodeRequest],
+              deadline: float | None = None) -> PageAssembly:
+        return cls(image, requests, [None] * len(requests), ["ok"] * len(requests), deadline)
+
+    def add(self, index: int, text: str, status: str, stats=None, error: str | None = None) -> None:
+        """Request `index` ended with `status`; `stats` (DecodeStats) is None when it never ran."""
+        self.texts[index] = text
+        self.statuses[index] = status
+        if error:
+            self.errors.append(error)
+        if stats is not None:
+            self.tokens += stats.tokens
+            self.verify_steps += stats.verify_steps
+            self.hist.update(stats.accepted_hist)
+
+    @property
+    def finished(self) -> bool:
+        return all(t is not None for t in self.texts)
+
+    @property
+    def status(self) -> str:
+        return max(self.statuses, key=STATUS_RANK.__getitem__) if self.statuses else "ok"
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    def record(self, loaded: LoadedModel, fp: str,
+               timeout_error: str = "decoding took too long") -> PageRecord:
+        """The page's record: its text, or (status timeout/failed) the reason it has none."""
+        status = self.status
+        if status not in CONVERTED:
+            error = timeout_error if status == "timeout" else \
+                self.errors[0] if self.errors else "decoding failed"
+            return failed_record(self.image, status, error, loaded.model_id, fp)
+        text = loaded.adapter.assemble(self.requests, [t or "" for t in self.texts])
+        w, h = self.image.image.size
+        return PageRecord(
+            source=path_text(self.image.ref.path), page=self.image.ref.page, status=status, text=text,
+            width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
+            fingerprint=fp, tokens=self.tokens, requests=len(self.requests),
+            verify_steps=self.verify_steps,
+            mean_accepted=round(self.tokens / self.verify_steps, 3) if self.verify_steps else 0.0,
+            accepted_histogram={str(k): v for k, v in sorted(self.hist.items())},
+            quality=quality_flags(text))
