@@ -9,7 +9,8 @@ Progressive curriculum (our reading of P-MTP; the paper's formula is not public)
 - retrospective target consistency: a position whose teacher-forced input path contains a
   token the main model would not have produced there (ground truth != main argmax) is
   down-weighted to `inconsistent_weight`, since drafts never walk such a path at inference.
-With `curriculum=False` the weights are FastMTP's fixed beta^(k-1), normalised.
+With `curriculum=False` it is plain FastMTP: fixed weights beta^(k-1), normalised, and every
+position weighted alike (no target-consistency down-weighting), the ablation's baseline.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def mtp_loss(
         consistent = consistent & same
         ce = F.cross_entropy(logits.flatten(0, 1), target.clamp(min=0).flatten(),
                              reduction="none").view(b, t)
-        pos_w = torch.where(consistent, 1.0, inconsistent_weight) * mask
+        pos_w = (torch.where(consistent, 1.0, inconsistent_weight) if curriculum else 1.0) * mask
         losses.append((ce * pos_w).sum() / pos_w.sum().clamp(min=1))
         with torch.no_grad():
             p_target = torch.exp(-ce)
