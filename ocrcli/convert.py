@@ -389,9 +389,7 @@ class Converter:
         return code, summary
 
     def _write_page(self, docs: list[Document], state: PageAssembly, failures, counts: Counter) -> None:
-        record = state.record(self.loaded, self.fp, timeout_error=(
-            f"decoding took longer than --page-timeout {self.s.page_timeout:g}s; stopped"
-            if self.s.page_timeout is not None else "decoding took too long"))
+        record = state.record(self.loaded, self.fp, self.s.page_timeout)
         if record.status not in CONVERTED:
             self._write_failed(docs, state.image.ref, record, failures, counts)
             return

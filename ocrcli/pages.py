@@ -76,13 +76,14 @@ class PageAssembly:
     def expired(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
 
-    def record(self, loaded: LoadedModel, fp: str,
-               timeout_error: str = "decoding took too long") -> PageRecord:
+    def record(self, loaded: LoadedModel, fp: str, page_timeout: float | None = None) -> PageRecord:
         """The page's record: its text, or (status timeout/failed) the reason it has none."""
         status = self.status
+        if status == "timeout":
+            return failed_record(self.image, status, f"decoding took longer than --page-timeout "
+                                 f"{page_timeout:g}s; stopped", loaded.model_id, fp)
         if status not in CONVERTED:
-            error = timeout_error if status == "timeout" else \
-                self.errors[0] if self.errors else "decoding failed"
+            error = self.errors[0] if self.errors else "decoding failed"
             return failed_record(self.image, status, error, loaded.model_id, fp)
         text = loaded.adapter.assemble(self.requests, [t or "" for t in self.texts])
         w, h = self.image.image.size
