@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ocrcli.models.builtin.layout import line_tensor_array, segment_lines
+from ocrcli.models.builtin.layout import PIECE_WIDTH, LineBox, line_tensor_array, segment_lines, split_wide
 from ocrcli.models.builtin.tokenizer import BOS_ID, DEFAULT_CHARS, EOS_ID, PAD_ID, CharTokenizer
-from ocrcli.training.synth import SynthPage, make_page
+from ocrcli.training.synth import SynthPage, TypesetLine, make_page
 from ocrcli.training.text import TextSources
 
 MAX_CHARS = 120
@@ -28,18 +28,40 @@ class LineSample:
     text: str
 
 
-def page_lines(page: SynthPage) -> list[LineSample] | None:
-    """Crops of a page paired with their texts, or None when segmentation disagrees."""
+def piece_texts(line: TypesetLine, pieces: list[LineBox]) -> list[str] | None:
+    """The texts of a line's pieces: each cut must fall on one of the line's typeset spaces,
+    and no piece may start or end with a space (the reader cannot see it)."""
+    at = []
+    for left in pieces[:-1]:
+        cut = left.x1 + 0.5
+        hit = [i for i, x0, x1 in line.spaces if x0 - 1 <= cut <= x1 + 1]
+        if len(hit) != 1:
+            return None
+        at.append(hit[0])
+    bounds = [-1] + at + [len(line.text)]
+    texts = [line.text[a + 1 : b] for a, b in zip(bounds, bounds[1:])]
+    if any(not t or t != t.strip(" ") for t in texts):
+        return None
+    return texts
+
+
+def page_lines(page: SynthPage, piece_width: int = PIECE_WIDTH) -> list[LineSample] | None:
+    """Crops of a page (line pieces, as the reader gets them) paired with their texts, or
+    None when segmentation disagrees. A line whose cuts miss its spaces is left out."""
     boxes = [b for b in segment_lines(page.image) if not b.rule]
     if len(boxes) != len(page.lines):
         return None
+    gray = np.asarray(page.image.convert("L"), dtype=np.float32)
     out = []
     for box, line in zip(boxes, page.lines):
         # A crop must hold the line it is paired with: its typeset box centre lies inside.
         cy = (line.box[1] + line.box[3]) / 2
         if not box.y0 <= cy <= box.y1 or len(line.text) > MAX_CHARS:
             return None
-        out.append(LineSample(line_tensor_array(page.image, box), line.text))
+        pieces = split_wide(gray, box, piece_width)
+        texts = [line.text] if len(pieces) == 1 else piece_texts(line, pieces)
+        for piece, text in zip(pieces, texts or []):
+            out.append(LineSample(line_tensor_array(page.image, piece), text))
     return out
 
 

@@ -90,6 +90,9 @@ class TypesetLine:
     text: str
     box: tuple[int, int, int, int]  # x0, y0, x1, y1 in page pixels
     kind: str  # heading | text | item | code | table | rule
+    # Every space of `text` as (index, x_left, x_right) in page pixels: where a piece cut made
+    # by the layout step falls, so a long line's pieces get their exact texts.
+    spaces: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -140,6 +143,12 @@ def _wrap(text: str, font: ImageFont.FreeTypeFont, width: int) -> list[str]:
     return lines
 
 
+def _space_spans(x: float, text: str, font: ImageFont.FreeTypeFont, offset: int = 0
+                 ) -> list[tuple[int, float, float]]:
+    return [(offset + i, x + font.getlength(text[:i]), x + font.getlength(text[: i + 1]))
+            for i, ch in enumerate(text) if ch == " "]
+
+
 class _Typesetter:
     def __init__(self, style: PageStyle, rng: random.Random):
         self.s = style
@@ -160,7 +169,7 @@ class _Typesetter:
     def put(self, x: int, text: str, font: ImageFont.FreeTypeFont, kind: str) -> None:
         self.draw.text((x, self.y), text, font=font, fill=self.s.ink)
         x0, y0, x1, y1 = self.draw.textbbox((x, self.y), text, font=font)
-        self.lines.append(TypesetLine(text, (x0, y0, x1, y1), kind))
+        self.lines.append(TypesetLine(text, (x0, y0, x1, y1), kind, _space_spans(x, text, font)))
         self.y += int(font.size * self.s.spacing)
 
     def gap(self, factor: float = 0.9) -> None:
@@ -242,16 +251,22 @@ class _Typesetter:
             f = bold if i == 0 else font
             x = self.s.margin
             parts = ["|"]
+            spaces: list[tuple[int, float, float]] = []
             self.draw.text((x, self.y), "|", font=f, fill=self.s.ink)
             for c, cell in enumerate(row):
-                self.draw.text((x + font.size * 0.6, self.y), cell, font=f, fill=self.s.ink)
+                cell_x = x + font.size * 0.6
+                self.draw.text((cell_x, self.y), cell, font=f, fill=self.s.ink)
+                at = len("".join(parts))  # the space before the cell
+                spaces.append((at, x + f.getlength("|"), cell_x))
+                spaces += _space_spans(cell_x, cell, f, at + 1)
                 x += widths[c]
+                spaces.append((at + 1 + len(cell), cell_x + f.getlength(cell), x))
                 self.draw.text((x, self.y), "|", font=f, fill=self.s.ink)
                 parts.append(f" {cell} |")
             text = "".join(parts)
             box = self.draw.textbbox((self.s.margin, self.y), "|", font=f)
             x1 = self.draw.textbbox((x, self.y), "|", font=f)[2]
-            self.lines.append(TypesetLine(text, (box[0], box[1], x1, box[3]), "table"))
+            self.lines.append(TypesetLine(text, (box[0], box[1], x1, box[3]), "table", spaces))
             self.y += int(font.size * self.s.spacing)
             md_rows.append(text)
             if i == 0:

@@ -18,6 +18,7 @@ from rapidfuzz.distance import Levenshtein
 from safetensors.torch import save_file
 
 from ocrcli.models.base import DecodeRequest
+from ocrcli.models.builtin.layout import PIECE_WIDTH
 from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
 from ocrcli.models.builtin.tokenizer import BOS_ID, DEFAULT_CHARS, EOS_ID, PAD_ID, CharTokenizer
 from ocrcli.training.data import LineBatches, LineSample, validation_lines
@@ -81,7 +82,7 @@ class Trainer:
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         self.tok = CharTokenizer(DEFAULT_CHARS)
-        self.cfg = model_cfg or BuiltinConfig(vocab_size=self.tok.vocab_size)
+        self.cfg = model_cfg or BuiltinConfig(vocab_size=self.tok.vocab_size, piece_width=PIECE_WIDTH)
         torch.manual_seed(0)
         self.model = BuiltinOCR(self.cfg)
         self.val: list[LineSample] = validation_lines(300, seed=1) if validation else []

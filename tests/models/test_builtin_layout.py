@@ -1,6 +1,14 @@
+import numpy as np
 from PIL import Image, ImageDraw
 
-from ocrcli.models.builtin.layout import LINE_HEIGHT, assemble_markdown, line_tensor_array, segment_lines
+from ocrcli.models.builtin import LinePageAdapter
+from ocrcli.models.builtin.layout import (
+    LINE_HEIGHT,
+    assemble_markdown,
+    line_tensor_array,
+    segment_lines,
+    split_wide,
+)
 from ocrcli.training.synth import _font, available_fonts
 
 
@@ -44,3 +52,46 @@ def test_shaded_lines_become_a_code_block():
     boxes = segment_lines(img)
     assert all(b.shaded for b in boxes)
     assert assemble_markdown(boxes, ["x = 1", "y = 2"]) == "```\nx = 1\ny = 2\n```"
+
+
+LONG = "the quick brown fox jumps over the lazy dog while seven wizards quietly hex the judge"
+
+
+def test_wide_lines_are_cut_at_word_gaps_into_narrow_pieces():
+    img = _page([(LONG, 20), ("short line", 20)])
+    gray = np.asarray(img, dtype=np.float32)
+    long_box, short_box = segment_lines(img)
+    pieces = split_wide(gray, long_box, 256)
+    assert len(pieces) >= 3
+    assert pieces[0].x0 == long_box.x0 and pieces[-1].x1 == long_box.x1
+    assert all(a.x1 + 1 == b.x0 for a, b in zip(pieces, pieces[1:]))  # left to right, no overlap
+    for piece in pieces:
+        assert line_tensor_array(img, piece).shape[1] <= 256 + 8
+    ink_cols = ~np.all(gray[long_box.ink_top : long_box.ink_bottom + 1] > 128, axis=0)
+    assert not any(ink_cols[p.x1] for p in pieces[:-1])  # every cut runs through blank paper
+    assert split_wide(gray, short_box, 256) == [short_box]
+    assert split_wide(gray, long_box, 0) == [long_box]  # 0: whole lines (older weights)
+
+
+def test_adapter_joins_a_lines_pieces_with_a_space_in_order():
+    img = _page([("Title", 44), (LONG, 20)])
+    whole = LinePageAdapter(0).page_requests(img, 200)
+    pieces = LinePageAdapter(256).page_requests(img, 200)
+    assert len(whole) == 2 and len(pieces) > 3
+    assert [r.meta.index for r in pieces] == sorted(r.meta.index for r in pieces)
+    texts = ["Title"] + [f"p{i}" for i in range(len(pieces) - 1)]
+    body = LinePageAdapter(256).assemble(pieces, texts).split("\n\n")[1]
+    assert body == " ".join(texts[1:])
+
+
+def test_underscores_and_accents_stay_with_their_line():
+    img = Image.new("L", (900, 400), 255)
+    draw = ImageDraw.Draw(img)
+    mono = _font(available_fonts()["mono"][0], 30)
+    serif = _font(available_fonts()["serif"][0], 30)
+    draw.text((40, 40), "_CD_FLAG_BITS = 5", font=mono, fill=0)  # no descenders but "_"
+    draw.text((40, 120), "ÊÎÔ ÉÈ ÂÛ", font=serif, fill=0)  # accents over capitals
+    draw.text((40, 200), "plain words", font=serif, fill=0)
+    draw.line((40, 300, 860, 300), fill=0, width=2)  # a rule stays a rule
+    boxes = segment_lines(img)
+    assert [b.rule for b in boxes] == [False, False, False, True]

@@ -1,4 +1,7 @@
-from ocrcli.training.data import page_lines
+import numpy as np
+
+from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
+from ocrcli.training.data import page_lines, piece_texts
 from ocrcli.training.synth import available_fonts, make_page
 from ocrcli.training.text import TextSources
 
@@ -27,3 +30,24 @@ def test_most_pages_segment_into_their_typeset_lines():
 def test_dejavu_is_enough():
     fonts = available_fonts()
     assert all(fonts[role] for role in ("serif", "sans", "bold", "mono"))
+
+
+def test_pieces_of_long_lines_get_their_exact_texts():
+    src = TextSources.load("train", max_files=40)
+    split = paired = 0
+    for seed in range(6):
+        page = make_page(seed, src)
+        boxes = [b for b in segment_lines(page.image) if not b.rule]
+        if len(boxes) != len(page.lines):
+            continue
+        gray = np.asarray(page.image, dtype=np.float32)
+        for box, line in zip(boxes, page.lines):
+            pieces = split_wide(gray, box, PIECE_WIDTH)
+            if len(pieces) == 1:
+                continue
+            split += 1
+            texts = piece_texts(line, pieces)
+            if texts is not None:
+                paired += 1
+                assert " ".join(texts) == line.text and all(t == t.strip() for t in texts)
+    assert split >= 20 and paired >= 0.85 * split  # the rest are left out of training

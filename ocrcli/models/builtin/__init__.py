@@ -7,13 +7,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from PIL import Image
 from safetensors.torch import load_file
 
 from ocrcli.errors import ModelLoadError
 from ocrcli.models.base import DecodeRequest, GuardConfig, LoadedModel
-from ocrcli.models.builtin.layout import LineBox, assemble_markdown, line_tensor_array, segment_lines
+from ocrcli.models.builtin.layout import (
+    LineBox,
+    assemble_markdown,
+    line_tensor_array,
+    segment_lines,
+    split_wide,
+)
 from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
 from ocrcli.models.identity import BUILTIN_DIR, weights_hash
@@ -27,25 +34,33 @@ class LinePlace:
     boxes: list[LineBox]  # every box of the page, rules included
 
 
+@dataclass
 class LinePageAdapter:
-    """One request per text line; the page's Markdown is assembled from the line texts."""
+    """One request per line piece (a whole line unless it is wider than `piece_width`); the
+    page's Markdown is assembled from the line texts, pieces joined with a space."""
 
+    piece_width: int = 0
     prepares_in_worker = True  # stateless numpy/PIL work: the render workers can do it
 
     def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
         gray = image.convert("L")
+        pixels = np.asarray(gray, dtype=np.float32)
         boxes = segment_lines(gray)
         cap = min(max_new_tokens, MAX_LINE_TOKENS)
-        return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, box), cap,
+        return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, piece), cap,
                               meta=LinePlace(i, boxes))
-                for i, box in enumerate(boxes) if not box.rule]
+                for i, box in enumerate(boxes) if not box.rule
+                for piece in split_wide(pixels, box, self.piece_width)]
 
     def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str:
         if not requests:
             return ""
         boxes = requests[0].meta.boxes
-        by_index = {r.meta.index: t for r, t in zip(requests, texts)}
-        return assemble_markdown(boxes, [by_index.get(i, "") for i in range(len(boxes))])
+        by_index: dict[int, list[str]] = {}
+        for r, t in zip(requests, texts):  # requests keep page order: pieces left to right
+            by_index.setdefault(r.meta.index, []).append(t)
+        return assemble_markdown(boxes, [" ".join(p for p in by_index.get(i, []) if p)
+                                         for i in range(len(boxes))])
 
 
 def is_builtin_folder(folder: Path) -> bool:
@@ -78,6 +93,6 @@ def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype = t
         weights_hash=weights_hash(weights),
         model=model,
         tokenizer=CharTokenizer.load(folder / "tokenizer.json"),
-        adapter=LinePageAdapter(),
+        adapter=LinePageAdapter(cfg.piece_width),
         guard=GuardConfig(ngram=0, loop_period_max=8, loop_repeats=12, loop_min_span=32),
     )

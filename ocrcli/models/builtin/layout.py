@@ -10,13 +10,14 @@ paragraphs by larger gaps) is read from the geometry, not guessed by the recogni
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
 
 LINE_HEIGHT = 32  # the recogniser's input height in pixels
 MAX_LINE_WIDTH = 1600  # wider crops are squeezed: 200 visual tokens at most
+PIECE_WIDTH = 384  # lines wider than this (about 45 characters) are read in pieces
 
 
 @dataclass
@@ -69,7 +70,8 @@ def segment_lines(image: Image.Image) -> list[LineBox]:
                 merged[-1][1] = b[1]
                 continue
         merged.append(b)
-    bands = [b for b in merged if b[1] - b[0] >= 2 or _is_rule(ink, b)]
+    bands = _attach_marks(ink, merged)
+    bands = [b for b in bands if b[1] - b[0] >= 2 or _is_rule(ink, b)]
     page_bg = _background(gray)
     boxes = []
     for i, (top, bottom) in enumerate(bands):
@@ -91,12 +93,67 @@ def segment_lines(image: Image.Image) -> list[LineBox]:
     return boxes
 
 
+def _attach_marks(ink: np.ndarray, bands: list[list[int]]) -> list[list[int]]:
+    """Join a thin band that is not a rule to its nearer neighbour when it sits closer than
+    half a line: underscores under a line with no descenders, accents over capitals. Read
+    alone, such a band is garbage; with its line, it is the line's own ink."""
+    heights = [b[1] - b[0] + 1 for b in bands]
+    if len(bands) < 2:
+        return bands
+    line = float(np.median(heights))
+    out = [list(b) for b in bands]
+    i = 0
+    while i < len(out):
+        b = out[i]
+        if b[1] - b[0] + 1 < 0.4 * line and not _is_rule(ink, b):
+            up = b[0] - out[i - 1][1] - 1 if i > 0 else None
+            down = out[i + 1][0] - b[1] - 1 if i + 1 < len(out) else None
+            near = [(g, j) for g, j in ((up, i - 1), (down, i + 1))
+                    if g is not None and g < 0.5 * line and not _is_rule(ink, out[j])]
+            if near:
+                j = min(near)[1]
+                out[j] = [min(out[j][0], b[0]), max(out[j][1], b[1])]
+                del out[i]
+                continue
+        i += 1
+    return out
+
+
 def _is_rule(ink: np.ndarray, band: list[int]) -> bool:
     top, bottom = band
     if bottom - top > 3:
         return False
     rows = ink[top : bottom + 1]
     return bool(rows.any(axis=0).mean() > 0.15 and rows.sum(axis=1).max() > 0.5 * rows.any(axis=0).sum())
+
+
+def split_wide(gray: np.ndarray, box: LineBox, max_width: int) -> list[LineBox]:
+    """A line cut at word gaps into pieces at most `max_width` pixels wide at the reader's
+    height, where gaps allow (`max_width` 0: never cut). Left to right; joined with a space.
+
+    A small reader's attention slips on long lines (repeated or skipped chunks), and its cost
+    per token grows with the line: pieces keep every read short. The cut is the widest gap
+    in the middle half of the piece, so it lands between words, not between letters.
+    """
+    scale = LINE_HEIGHT / (box.y1 - box.y0 + 1)
+    if max_width <= 0 or box.rule or (box.x1 - box.x0 + 1) * scale <= max_width:
+        return [box]
+    ink = ink_mask(gray[box.y0 : box.y1 + 1, box.x0 : box.x1 + 1])  # paper level from the whole crop
+    empty = ~ink[box.ink_top - box.y0 : box.ink_bottom - box.y0 + 1].any(axis=0)
+    # Runs of empty columns: starts where empty turns on, ends (exclusive) where it turns off.
+    edges = np.diff(np.concatenate(([0], empty.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    w = empty.size
+    mids = (starts + ends - 1) / 2
+    usable = (ends - starts >= max(2, box.ink_height // 4)) & (mids >= 0.25 * w) & (mids <= 0.75 * w)
+    if not usable.any():
+        return [box]
+    # Widest gap first; among equals, the one nearest the middle.
+    order = np.lexsort((np.abs(mids - w / 2), -(ends - starts)))
+    best = next(i for i in order if usable[i])
+    cut = box.x0 + int(mids[best])
+    left, right = replace(box, x1=cut), replace(box, x0=cut + 1)
+    return split_wide(gray, left, max_width) + split_wide(gray, right, max_width)
 
 
 def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:

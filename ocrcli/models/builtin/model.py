@@ -47,6 +47,9 @@ class BuiltinConfig:
     # TIGER-style routing: the head attends to only this many visual tokens, chosen per step
     # by a gate over its own text state. 0 = every token (the unrouted head, the default).
     mtp_route_k: int = 0
+    # Lines wider than this many pixels (at the 32-pixel reading height) are read in pieces
+    # cut at word gaps (layout.split_wide). 0 = whole lines, as the first weights were trained.
+    piece_width: int = 0
     bos_id: int = 1
     eos_id: int = 2
     pad_id: int = 0
