@@ -51,14 +51,13 @@ def page_lines(page: SynthPage, piece_width: int = PIECE_WIDTH) -> list[LineSamp
     boxes = [b for b in segment_lines(page.image) if not b.rule]
     if len(boxes) != len(page.lines):
         return None
-    gray = np.asarray(page.image.convert("L"), dtype=np.float32)
     out = []
     for box, line in zip(boxes, page.lines):
         # A crop must hold the line it is paired with: its typeset box centre lies inside.
         cy = (line.box[1] + line.box[3]) / 2
         if not box.y0 <= cy <= box.y1 or len(line.text) > MAX_CHARS:
             return None
-        pieces = split_wide(gray, box, piece_width)
+        pieces = split_wide(page.image, box, piece_width)
         texts = [line.text] if len(pieces) == 1 else piece_texts(line, pieces)
         for piece, text in zip(pieces, texts or []):
             out.append(LineSample(line_tensor_array(page.image, piece), text))
@@ -94,8 +93,10 @@ class LineBatches(torch.utils.data.IterableDataset):
     """Endless width-bucketed batches of line crops, deterministic by (seed, start)."""
 
     def __init__(self, seed: int, start: int, batch_size: int, split: str = "train",
-                 heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16):
+                 heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16,
+                 piece_width: int = PIECE_WIDTH):
         self.seed, self.start, self.batch_size = seed, start, batch_size
+        self.piece_width = piece_width
         self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
 
     def samples(self) -> Iterator[LineSample]:
@@ -103,7 +104,7 @@ class LineBatches(torch.utils.data.IterableDataset):
         page = self.start
         while True:
             lines = page_lines(make_page(self.seed * 10_000_000 + page, sources,
-                                         self.heldout_fonts, self.sizes))
+                                         self.heldout_fonts, self.sizes), self.piece_width)
             page += 1
             if lines:
                 yield from lines
@@ -123,13 +124,15 @@ class LineBatches(torch.utils.data.IterableDataset):
 
 
 def validation_lines(n: int, seed: int, split: str = "test", heldout_fonts: bool = False,
-                     sizes: tuple[int, int] = (16, 32)) -> list[LineSample]:
+                     sizes: tuple[int, int] = (16, 32), piece_width: int = PIECE_WIDTH
+                     ) -> list[LineSample]:
     """A fixed set of held-out lines: text split 'test', pages seeded apart from training."""
     sources = TextSources.load(split)
     out: list[LineSample] = []
     page = 0
     while len(out) < n:
-        lines = page_lines(make_page(900_000_000 + seed * 1000 + page, sources, heldout_fonts, sizes))
+        lines = page_lines(make_page(900_000_000 + seed * 1000 + page, sources, heldout_fonts, sizes),
+                           piece_width)
         page += 1
         if lines:
             out.extend(lines)

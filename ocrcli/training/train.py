@@ -85,7 +85,8 @@ class Trainer:
         self.cfg = model_cfg or BuiltinConfig(vocab_size=self.tok.vocab_size, piece_width=PIECE_WIDTH)
         torch.manual_seed(0)
         self.model = BuiltinOCR(self.cfg)
-        self.val: list[LineSample] = validation_lines(300, seed=1) if validation else []
+        self.val: list[LineSample] = (validation_lines(300, seed=1, piece_width=self.cfg.piece_width)
+                                      if validation else [])
         self.log_path = out_dir / "log.jsonl"
 
     def log(self, **row) -> None:
@@ -126,7 +127,8 @@ class Trainer:
             self.model.eval()
             self.model.mtp.train()
         data = torch.utils.data.DataLoader(
-            LineBatches(cfg.seed + (7 if head else 0), start=step * 3, batch_size=cfg.batch_size),
+            LineBatches(cfg.seed + (7 if head else 0), start=step * 3, batch_size=cfg.batch_size,
+                        piece_width=self.cfg.piece_width),
             batch_size=None, num_workers=1, prefetch_factor=4, persistent_workers=False)
         last_eval = last_ckpt = elapsed
         t0, elapsed0 = time.time(), elapsed

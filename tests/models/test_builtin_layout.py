@@ -61,7 +61,7 @@ def test_wide_lines_are_cut_at_word_gaps_into_narrow_pieces():
     img = _page([(LONG, 20), ("short line", 20)])
     gray = np.asarray(img, dtype=np.float32)
     long_box, short_box = segment_lines(img)
-    pieces = split_wide(gray, long_box, 256)
+    pieces = split_wide(img, long_box, 256)
     assert len(pieces) >= 3
     assert pieces[0].x0 == long_box.x0 and pieces[-1].x1 == long_box.x1
     assert all(a.x1 + 1 == b.x0 for a, b in zip(pieces, pieces[1:]))  # left to right, no overlap
@@ -69,8 +69,8 @@ def test_wide_lines_are_cut_at_word_gaps_into_narrow_pieces():
         assert line_tensor_array(img, piece).shape[1] <= 256 + 8
     ink_cols = ~np.all(gray[long_box.ink_top : long_box.ink_bottom + 1] > 128, axis=0)
     assert not any(ink_cols[p.x1] for p in pieces[:-1])  # every cut runs through blank paper
-    assert split_wide(gray, short_box, 256) == [short_box]
-    assert split_wide(gray, long_box, 0) == [long_box]  # 0: whole lines (older weights)
+    assert split_wide(img, short_box, 256) == [short_box]
+    assert split_wide(img, long_box, 0) == [long_box]  # 0: whole lines (older weights)
 
 
 def test_adapter_joins_a_lines_pieces_with_a_space_in_order():

@@ -1,4 +1,3 @@
-import numpy as np
 
 from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
 from ocrcli.training.data import page_lines, piece_texts
@@ -40,9 +39,8 @@ def test_pieces_of_long_lines_get_their_exact_texts():
         boxes = [b for b in segment_lines(page.image) if not b.rule]
         if len(boxes) != len(page.lines):
             continue
-        gray = np.asarray(page.image, dtype=np.float32)
         for box, line in zip(boxes, page.lines):
-            pieces = split_wide(gray, box, PIECE_WIDTH)
+            pieces = split_wide(page.image, box, PIECE_WIDTH)
             if len(pieces) == 1:
                 continue
             split += 1

@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from PIL import Image
 from safetensors.torch import load_file
@@ -44,13 +43,12 @@ class LinePageAdapter:
 
     def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
         gray = image.convert("L")
-        pixels = np.asarray(gray, dtype=np.float32)
         boxes = segment_lines(gray)
         cap = min(max_new_tokens, MAX_LINE_TOKENS)
         return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, piece), cap,
                               meta=LinePlace(i, boxes))
                 for i, box in enumerate(boxes) if not box.rule
-                for piece in split_wide(pixels, box, self.piece_width)]
+                for piece in split_wide(gray, box, self.piece_width)]
 
     def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str:
         if not requests:

@@ -127,7 +127,7 @@ def _is_rule(ink: np.ndarray, band: list[int]) -> bool:
     return bool(rows.any(axis=0).mean() > 0.15 and rows.sum(axis=1).max() > 0.5 * rows.any(axis=0).sum())
 
 
-def split_wide(gray: np.ndarray, box: LineBox, max_width: int) -> list[LineBox]:
+def split_wide(image: Image.Image, box: LineBox, max_width: int) -> list[LineBox]:
     """A line cut at word gaps into pieces at most `max_width` pixels wide at the reader's
     height, where gaps allow (`max_width` 0: never cut). Left to right; joined with a space.
 
@@ -135,10 +135,19 @@ def split_wide(gray: np.ndarray, box: LineBox, max_width: int) -> list[LineBox]:
     per token grows with the line: pieces keep every read short. The cut is the widest gap
     in the middle half of the piece, so it lands between words, not between letters.
     """
-    scale = LINE_HEIGHT / (box.y1 - box.y0 + 1)
-    if max_width <= 0 or box.rule or (box.x1 - box.x0 + 1) * scale <= max_width:
+    if max_width <= 0 or box.rule:
         return [box]
-    ink = ink_mask(gray[box.y0 : box.y1 + 1, box.x0 : box.x1 + 1])  # paper level from the whole crop
+    crop = np.asarray(image.convert("L").crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)),
+                      dtype=np.float32)
+    return _split_crop(crop, box, box.x0, max_width)
+
+
+def _split_crop(crop: np.ndarray, box: LineBox, x_origin: int, max_width: int) -> list[LineBox]:
+    """`split_wide` on `box`, a part of the line whose crop (origin `x_origin`) is `crop`."""
+    if (box.x1 - box.x0 + 1) * LINE_HEIGHT / (box.y1 - box.y0 + 1) <= max_width:
+        return [box]
+    part = crop[:, box.x0 - x_origin : box.x1 - x_origin + 1]
+    ink = ink_mask(part)  # paper level from this part's whole height
     empty = ~ink[box.ink_top - box.y0 : box.ink_bottom - box.y0 + 1].any(axis=0)
     # Runs of empty columns: starts where empty turns on, ends (exclusive) where it turns off.
     edges = np.diff(np.concatenate(([0], empty.astype(np.int8), [0])))
@@ -153,7 +162,8 @@ def split_wide(gray: np.ndarray, box: LineBox, max_width: int) -> list[LineBox]:
     best = next(i for i in order if usable[i])
     cut = box.x0 + int(mids[best])
     left, right = replace(box, x1=cut), replace(box, x0=cut + 1)
-    return split_wide(gray, left, max_width) + split_wide(gray, right, max_width)
+    return (_split_crop(crop, left, x_origin, max_width)
+            + _split_crop(crop, right, x_origin, max_width))
 
 
 def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:
