@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
+from ocrcli.models.builtin.layout import ink_mask
 from ocrcli.training.text import (
     TextSources,
     prose_text,
@@ -318,6 +319,22 @@ def degrade(image: Image.Image, rng: random.Random, strength: float = 1.0) -> Im
     return image
 
 
+def erases_text(clean: Image.Image, degraded: Image.Image, lines: list[TypesetLine],
+                 keep: float = 0.5) -> bool:
+    """Whether degrading wiped out a line: it kept under `keep` of the ink the layout step sees
+    in it. Blur and then a low binarisation threshold erase thin strokes at small sizes; such a
+    page no longer shows the text its Markdown claims."""
+    before, after = ink_mask(np.asarray(clean, np.float32)), ink_mask(np.asarray(degraded, np.float32))
+    for line in lines:
+        if line.kind == "rule":
+            continue
+        x0, y0, x1, y1 = map(int, line.box)
+        had = before[y0 : y1 + 1, x0 : x1 + 1].sum()
+        if had and after[y0 : y1 + 1, x0 : x1 + 1].sum() < keep * had:
+            return True
+    return False
+
+
 def make_page(
     seed: int,
     sources: TextSources,
@@ -351,5 +368,9 @@ def make_page(
             ok = ts.paragraph(random_text(rng, rng.randint(10, 70)))
         if not ok and not ts.room(_font(ts.s.fonts["serif"], ts.s.body_size), 3):
             break
-    image = degrade(ts.image, rng) if augment else ts.image
+    image = ts.image
+    if augment:
+        image = degrade(ts.image, rng)
+        if erases_text(ts.image, image, ts.lines):
+            image = ts.image  # the ground truth must describe what is on the page
     return SynthPage(image=image, markdown="\n\n".join(ts.blocks), lines=ts.lines)

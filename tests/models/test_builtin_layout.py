@@ -4,6 +4,7 @@ from PIL import Image, ImageDraw
 from ocrcli.models.builtin import LinePageAdapter
 from ocrcli.models.builtin.layout import (
     LINE_HEIGHT,
+    LineBox,
     assemble_markdown,
     line_tensor_array,
     segment_lines,
@@ -45,6 +46,32 @@ def test_assemble_headings_lists_tables_and_paragraphs():
     assert "one two three" in md
     assert "- item" in md
     assert "| a | b |\n| --- | --- |\n| 1 | 2 |" in md
+
+
+def _row(top: int) -> LineBox:
+    return LineBox(20, top - 3, 500, top + 23, top, top + 20, shaded=False, rule=False)
+
+
+def test_the_space_under_a_table_header_does_not_split_the_table():
+    # The header's rule touches the header's ink, so it is no box of its own: only a wider gap
+    # shows it. Rows: header at 100, body rows 15 px below it, then 5 px apart.
+    boxes = [_row(40), _row(65), _row(100), _row(135), _row(160), _row(185)]
+    texts = ["some text", "more text", "| a | bb |b |", "| 1 | 2 |", "| 3 | 4 |", "| 5 | 6 |"]
+    md = assemble_markdown(boxes, texts)
+    assert md == "some text more text\n\n| a | bb |b |\n| --- | --- |\n| 1 | 2 |\n| 3 | 4 |\n| 5 | 6 |"
+    # A wide gap after a body row still ends the table.
+    md = assemble_markdown(boxes[:5] + [_row(215)], texts)
+    assert md.endswith("| 3 | 4 |\n\n| 5 | 6 |\n| --- | --- |")
+
+
+def test_noise_on_a_shaded_block_does_not_stretch_its_lines():
+    img = _page([("x = 1", 22), ("y = 2", 22)], shaded=True)
+    arr = np.asarray(img, dtype=np.float32)
+    noise = np.random.default_rng(0).normal(0, 14, arr.shape)
+    noisy = Image.fromarray(np.clip(arr + noise, 0, 255).astype(np.uint8))
+    boxes = segment_lines(noisy)
+    assert len(boxes) == 2 and all(b.shaded for b in boxes)
+    assert all(b.x1 < 200 for b in boxes)  # the text ends near x = 110; the block at 870
 
 
 def test_shaded_lines_become_a_code_block():

@@ -1,7 +1,9 @@
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
 
 from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
 from ocrcli.training.data import page_lines, piece_texts
-from ocrcli.training.synth import available_fonts, make_page
+from ocrcli.training.synth import TypesetLine, _font, available_fonts, erases_text, make_page
 from ocrcli.training.text import TextSources
 
 
@@ -49,3 +51,20 @@ def test_pieces_of_long_lines_get_their_exact_texts():
                 paired += 1
                 assert " ".join(texts) == line.text and all(t == t.strip() for t in texts)
     assert split >= 20 and paired >= 0.85 * split  # the rest are left out of training
+
+
+def test_a_degradation_that_wipes_out_a_line_is_caught():
+    # Thin strokes at 14 px, blurred and then binarised at a low threshold, vanish: a page
+    # like that no longer shows the text its Markdown claims (make_page keeps it clean then).
+    clean = Image.new("L", (400, 40), 250)
+    draw = ImageDraw.Draw(clean)
+    font = _font(available_fonts()["serif"][0], 14)
+    text = "a thin line of small serif text"
+    draw.text((10, 10), text, font=font, fill=40)
+    line = TypesetLine(text, draw.textbbox((10, 10), text, font=font), "text")
+    blurred = clean.filter(ImageFilter.GaussianBlur(1.2))
+    erased = Image.fromarray(np.where(np.asarray(blurred) < 90, 0, 255).astype(np.uint8))
+    kept = Image.fromarray(np.where(np.asarray(clean) < 150, 0, 255).astype(np.uint8))
+    assert erases_text(clean, erased, [line])
+    assert not erases_text(clean, kept, [line])
+    assert not erases_text(clean, blurred, [line])

@@ -46,11 +46,22 @@ def ink_mask(gray: np.ndarray) -> np.ndarray:
     return gray < bg - max(40.0, 0.3 * bg)
 
 
+def despeckle(ink: np.ndarray) -> np.ndarray:
+    """Ink pixels with at least one ink neighbour (8-connected). Strokes survive; the lone
+    specks of scanner noise on a shaded code block would otherwise make empty margins count
+    as ink and stretch a line's box to the block's edge."""
+    padded = np.pad(ink, 1)
+    h, w = ink.shape
+    neighbours = sum(padded[1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w].astype(np.uint8)
+                     for dy in (-1, 0, 1) for dx in (-1, 0, 1) if dy or dx)
+    return ink & (neighbours > 0)
+
+
 def segment_lines(image: Image.Image) -> list[LineBox]:
     """Text lines of a page, top to bottom, cut at the middle of inter-line gaps."""
     gray = np.asarray(image.convert("L"), dtype=np.float32)
     h, w = gray.shape
-    ink = ink_mask(gray)
+    ink = despeckle(ink_mask(gray))
     # A row counts when it holds a little ink; isolated specks of noise do not make lines.
     rows = ink.sum(axis=1) >= max(2, w // 800)
     bands: list[list[int]] = []
@@ -214,12 +225,12 @@ def assemble_markdown(boxes: list[LineBox], texts: list[str]) -> str:
                 start("code")
             blocks[-1].append(text)
         elif text.startswith("|") and text.endswith("|") and text.count("|") >= 2:
-            if not kinds or kinds[-1] != "table" or big_gap:
+            # The header's rule adds space below it: a wide gap after a lone header row
+            # does not end the table.
+            header_only = kinds and kinds[-1] == "table" and len(blocks[-1]) == 1
+            if not kinds or kinds[-1] != "table" or (big_gap and not header_only):
                 start("table")
-                blocks[-1].append(text)
-                blocks[-1].append("|" + " --- |" * max(1, text.count("|") - 1))
-            else:
-                blocks[-1].append(text)
+            blocks[-1].append(text)
         elif ratio > 1.22 and len(text) < 120:
             level = 1 if ratio > 1.75 else 2 if ratio > 1.45 else 3
             start("heading")
@@ -242,6 +253,12 @@ def assemble_markdown(boxes: list[LineBox], texts: list[str]) -> str:
             out.append("```\n" + "\n".join(lines) + "\n```")
         elif kind == "text":
             out.append(" ".join(lines))
+        elif kind == "table":
+            # Columns as most rows have them: one misread cell in the header does not
+            # change the separator.
+            counts = [row.count("|") - 1 for row in lines]
+            cols = max(set(counts), key=lambda c: (counts.count(c), -counts.index(c)))
+            out.append("\n".join([lines[0], "|" + " --- |" * max(1, cols)] + lines[1:]))
         else:
             out.append("\n".join(lines))
     return "\n\n".join(out)
