@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
 from ocrcli.convert import ConvertSettings, fingerprint, loaded_fingerprint
-from ocrcli.models.identity import quick_identity
+from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint, quick_identity
 from ocrcli.models.registry import load_model
 from tests.conftest import REPO, SAMPLES, run_cli
 
@@ -18,6 +19,21 @@ def test_quick_identity_is_what_loading_reports(tmp_path):
     s = ConvertSettings(inputs=[], out=tmp_path)
     assert fingerprint(identity, None, s, 160) == loaded_fingerprint(loaded, s, 160)
     assert quick_identity("deepseek-ai/DeepSeek-OCR") is None  # those are loaded to know
+
+
+def test_builtin_fingerprint_covers_config_tokenizer_and_reader_code(tmp_path):
+    """Pages written by an older layout step or config must not survive a resume."""
+    model, code = tmp_path / "model", tmp_path / "code"
+    shutil.copytree(BUILTIN_DIR, model, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    code.mkdir()
+    for source in BUILTIN_DIR.glob("*.py"):
+        shutil.copy(source, code)
+    seen = {builtin_fingerprint(model, code)}
+    assert seen == {builtin_fingerprint(BUILTIN_DIR)}
+    for changed in (code / "layout.py", model / "config.json", model / "tokenizer.json"):
+        changed.write_bytes(changed.read_bytes() + b" ")
+        seen.add(builtin_fingerprint(model, code))
+    assert len(seen) == 4
 
 
 def test_rerun_of_a_finished_run_imports_no_torch(tmp_path):

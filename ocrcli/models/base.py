@@ -100,7 +100,7 @@ class LoadedModel:
     """Everything the converter needs from a model, as the registry returns it."""
 
     model_id: str
-    weights_hash: str  # part of the resume fingerprint
+    weights_hash: str  # part of the resume fingerprint; the built-in's also covers its reader code
     model: DecoderModel
     tokenizer: Tokenizer
     adapter: PageAdapter

@@ -1,7 +1,7 @@
 """What a model is, for the resume fingerprint, learnt without loading it (and without torch).
 
 A rerun over finished pages needs only the fingerprint to skip them all. Importing torch and
-building a model would take most of such a rerun's time; hashing the weights file does not.
+building a model would take most of such a rerun's time; hashing a few files does not.
 """
 
 from __future__ import annotations
@@ -19,11 +19,18 @@ class ModelIdentity:
     weights_hash: str
 
 
-def weights_hash(path: Path) -> str:
+def builtin_fingerprint(folder: Path, code_dir: Path = BUILTIN_DIR) -> str:
+    """The built-in reader's identity: its weights, config and tokenizer, and the code that
+    turns a page into line crops and line texts back into Markdown (every module in
+    `models/builtin/`). A change to the layout step changes the pages it writes as surely as
+    new weights do, so a resumed run must not keep pages that the old code wrote."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    for path in [folder / "model.safetensors", folder / "config.json", folder / "tokenizer.json",
+                 *sorted(code_dir.glob("*.py"))]:
+        h.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()[:16]
 
 
@@ -32,8 +39,7 @@ def quick_identity(name: str) -> ModelIdentity | None:
     model. None for the rest, which are then loaded to find out."""
     if name != "builtin":
         return None
-    weights = BUILTIN_DIR / "model.safetensors"
     try:
-        return ModelIdentity("builtin", weights_hash(weights))
+        return ModelIdentity("builtin", builtin_fingerprint(BUILTIN_DIR))
     except OSError:
         return None  # the loader will say what is wrong

@@ -22,7 +22,7 @@ from ocrcli.models.builtin.layout import (
 )
 from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
-from ocrcli.models.identity import BUILTIN_DIR, weights_hash
+from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint
 
 MAX_LINE_TOKENS = 160  # the longest line the reader was trained on is 120 characters
 
@@ -88,7 +88,7 @@ def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype = t
     model = model.to(device=device, dtype=dtype).eval()
     return LoadedModel(
         model_id=model_id,
-        weights_hash=weights_hash(weights),
+        weights_hash=builtin_fingerprint(folder),
         model=model,
         tokenizer=CharTokenizer.load(folder / "tokenizer.json"),
         adapter=LinePageAdapter(cfg.piece_width),
