@@ -30,7 +30,7 @@ from ocrcli.inputs import PageRef, collect
 from ocrcli.models.registry import load_model
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.training.synth import available_fonts, make_page
-from ocrcli.training.text import TextSources
+from ocrcli.training.text import TextSources, missing_word_list
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,9 +85,12 @@ def main() -> int:
     ap.add_argument("--pages", type=int, default=30, help="synthetic pages per set")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    warning = missing_word_list()
+    if warning:
+        print(warning, file=sys.stderr)
     loaded = load_model(args.model, "cpu")
     depth = loaded.model.max_draft_depth
-    result: dict = {"model": loaded.model_id}
+    result: dict = {"model": loaded.model_id, "word_list": warning is None}
 
     images, truth = synthetic(args.pages, False, (18, 30), seed=1)
     fixed = decode(loaded, images, depth)

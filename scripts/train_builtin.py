@@ -10,10 +10,12 @@ Stages resume from their checkpoints in --out. Run it in the background; the log
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
+from ocrcli.training.text import missing_word_list
 from ocrcli.training.train import StageConfig, Trainer
 
 
@@ -30,6 +32,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=float, default=5.0, help="minutes of training between evaluations")
     args = ap.parse_args()
+    warning = missing_word_list()
+    if warning:
+        print(warning, file=sys.stderr)
     torch.set_num_threads(args.threads)
     trainer = Trainer(args.out)
     curriculum = not args.fixed_weights

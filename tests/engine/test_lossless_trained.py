@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy
 from ocrcli.inputs import PageRef
@@ -38,3 +39,25 @@ def test_trained_model_spec_equals_greedy(sample_lines):
         for batch in (1, 8):
             spec, results = decode(model, reqs if batch == 8 else reqs[:6], policy, batch_size=batch)
             assert all(spec[k] == ref[k] for k in spec), (policy, batch)
+
+
+def test_drafts_do_not_depend_on_the_batch(sample_lines):
+    # Page files record acceptance counts (design note 7): the head's rows must come out the
+    # same bits alone, repeated as query positions (batches under MIN_GEMM_ROWS), and in a
+    # batch of any size.
+    loaded, reqs = sample_lines
+    model = loaded.model
+    model.setup_cache(6, 64)
+    slots = torch.arange(6)
+    hidden, logits, lengths = model.prefill(slots, reqs[:6])
+    tokens = logits.argmax(-1)
+    batched = model.draft(slots, hidden, tokens, lengths)
+    for b in (1, 2, 3, 5):
+        part = model.draft(slots[:b], hidden[:b], tokens[:b], lengths[:b])
+        assert torch.equal(part[0], batched[0][:b]) and torch.equal(part[1], batched[1][:b]), b
+    policy = DraftPolicy(model.max_draft_depth, GATED_DEFAULT.min_prob, GATED_DEFAULT.min_path_prob)
+    counts = {}
+    for batch in (1, 3, 8):
+        _, results = decode(model, reqs[:8], policy, batch_size=batch)
+        counts[batch] = {r.key: dict(r.stats.accepted_hist) for r in results}
+    assert counts[1] == counts[3] == counts[8]

@@ -122,3 +122,39 @@ def test_underscores_and_accents_stay_with_their_line():
     draw.line((40, 300, 860, 300), fill=0, width=2)  # a rule stays a rule
     boxes = segment_lines(img)
     assert [b.rule for b in boxes] == [False, False, False, True]
+
+
+def _noisy(img: Image.Image, sigma: float, seed: int = 0) -> Image.Image:
+    arr = np.asarray(img, dtype=np.float32)
+    noise = np.random.default_rng(seed).normal(0, sigma, arr.shape)
+    return Image.fromarray(np.clip(arr + noise, 0, 255).astype(np.uint8))
+
+
+def test_scanner_noise_does_not_make_plain_lines_look_shaded():
+    # Paper at 245 with strong noise: the page's 75th percentile sits above most lines'
+    # paper, which once turned every line of such a page into a code block.
+    img = _page([("plain words on paper", 22), ("and a second line", 22),
+                 ("a third one here", 22)])
+    img = Image.fromarray(np.minimum(np.asarray(img), 245).astype(np.uint8))
+    boxes = segment_lines(_noisy(img, 14))
+    assert len(boxes) == 3 and not any(b.shaded for b in boxes)
+    code = segment_lines(_noisy(_page([("x = 1", 22), ("y = 2", 22)], shaded=True), 14))
+    assert all(b.shaded for b in code)
+
+
+def test_two_lines_whose_ink_touches_are_read_as_two():
+    # A descender resting on the accent of the line below joins their rows of ink.
+    img = _page([("plain words", 22), ("more words", 22), ("Above here", 22),
+                 ("Below there", 22)])
+    boxes = segment_lines(img)
+    assert len(boxes) == 4
+    upper, lower = boxes[2], boxes[3]
+    draw = ImageDraw.Draw(img)
+    draw.rectangle((60, upper.ink_bottom, 62, lower.ink_top), fill=0)
+    touching = segment_lines(img)
+    assert len(touching) == 4
+    assert abs(touching[2].ink_top - upper.ink_top) <= 1
+    assert abs(touching[3].ink_bottom - lower.ink_bottom) <= 1
+    # A heading twice the body's height is dense with ink in its middle: it stays whole.
+    assert len(segment_lines(_page([("Big Heading", 46), ("body one", 22), ("body two", 22),
+                                    ("body three", 22)]))) == 4
