@@ -38,8 +38,8 @@ def _fail(exc: OcrCliError) -> None:
     raise typer.Exit(int(exc.exit_code))
 
 
-# Options that `convert` and `ray-convert` share, declared once (as `Annotated` types) so
-# the two commands cannot drift apart.
+# Options that `convert`, `ray-convert` and `eval` share, declared once (as `Annotated`
+# types) so the commands cannot drift apart.
 Inputs = Annotated[list[str], typer.Argument(
     help="PDFs, images, folders (recursive) or globs. Put -- before names that start with a dash.")]
 Formats = Annotated[str, typer.Option("--format", help="Per-page outputs: md, json or both.")]
@@ -47,6 +47,7 @@ Pages = Annotated[str, typer.Option("--pages", help="1-based pages, e.g. 1-3,7."
 Dpi = Annotated[int, typer.Option("--dpi", min=36, max=600, help="PDF rendering resolution.")]
 MaxPixels = Annotated[int, typer.Option("--max-pixels", min=10_000, help="Pixel cap per page image.")]
 Model = Annotated[str, typer.Option("--model", help="builtin, a hub id, or a folder.")]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda[:N] or mps.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Requests decoded together.")]
 DraftDepth = Annotated[int, typer.Option(
     "--draft-depth", min=0, max=16, help="Draft tokens per step (0: plain greedy). "
@@ -99,7 +100,7 @@ def convert(
     dpi: Dpi = 144,
     max_pixels: MaxPixels = 12_000_000,
     model: Model = "builtin",
-    device: Annotated[str, typer.Option("--device", help="auto, cpu, cuda[:N] or mps.")] = "auto",
+    device: Device = "auto",
     batch_size: BatchSize = 16,
     draft_depth: DraftDepth = None,
     min_prob: MinProb = GATED_DEFAULT.min_prob,
@@ -156,17 +157,15 @@ def eval_bench(
     out: Path = typer.Option(None, "-o", "--out",
                              help="Working folder (default: ./eval-<bench folder name>)."),
     system: str = typer.Option("ocrcli", "--system", help="Name of the outputs folder."),
-    model: str = typer.Option("builtin", "--model", help="builtin, a hub id, or a folder."),
-    device: str = typer.Option("auto", "--device"),
-    batch_size: int = typer.Option(16, "--batch-size", min=1),
-    draft_depth: int = typer.Option(None, "--draft-depth", min=0, max=16),
-    max_new_tokens: int = typer.Option(None, "--max-new-tokens", min=1),
-    dpi: int = typer.Option(144, "--dpi", min=36, max=600),
-    image_mode: str = typer.Option(None, "--mode",
-                                   help="Image mode of DeepSeek-OCR / Jina-OCR-v1: tiny, small, "
-                                        "base, large, gundam (default) or gundam-m."),
+    model: Model = "builtin",
+    device: Device = "auto",
+    batch_size: BatchSize = 16,
+    draft_depth: DraftDepth = None,
+    max_new_tokens: MaxNewTokens = None,
+    dpi: Dpi = 144,
+    image_mode: ImageMode = None,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    resume: bool = typer.Option(True, "--resume/--overwrite"),
+    resume: Resume = True,
 ) -> None:
     """Convert an olmOCR-Bench folder and score it (per-category pass rates)."""
     from ocrcli.convert import ConvertSettings
