@@ -26,8 +26,7 @@ def missing_word_list() -> str | None:
         return None
     return (f"warning: {WORDS_FILE} is missing (Debian package wamerican): synthetic text "
             "falls back to words of Python's docstrings, so training data and CER are not "
-            "comparable with the README's (held-out training-font CER measured 4.0 % without "
-            "it against 1.8 % with it); install it with `apt-get install wamerican`")
+            "comparable with the README's; install it with `apt-get install wamerican`")
 
 ACCENTED_WORDS = (
     "café naïve résumé Zürich façade jalapeño Øresund Straße crème brûlée São Paulo Ångström "
