@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from ocrcli.training.text import missing_word_list
-from ocrcli.training.train import StageConfig, Trainer
+from ocrcli.training.train import StageConfig, Trainer, default_config
 
 
 def main() -> None:
@@ -27,7 +27,11 @@ def main() -> None:
     ap.add_argument("--sd-minutes", type=float, default=8)
     ap.add_argument("--fixed-weights", action="store_true",
                     help="FastMTP's fixed beta=0.6 step weights instead of the curriculum")
-    ap.add_argument("--init", type=Path, help="start the head stages from this main checkpoint")
+    ap.add_argument("--init", type=Path,
+                    help="start the head stages from this main checkpoint (.pt) or exported model "
+                         "folder (e.g. ocrcli/models/builtin: retrain only the shipped model's head)")
+    ap.add_argument("--mtp-mlp-hidden", type=int, default=None,
+                    help="the head block's SwiGLU width (default: the reader's; 0: no MLP)")
     ap.add_argument("--export", type=Path, help="write the final model into this folder")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=float, default=5.0, help="minutes of training between evaluations")
@@ -36,7 +40,7 @@ def main() -> None:
     if warning:
         print(warning, file=sys.stderr)
     torch.set_num_threads(args.threads)
-    trainer = Trainer(args.out)
+    trainer = Trainer(args.out, default_config(mtp_mlp_hidden=args.mtp_mlp_hidden))
     curriculum = not args.fixed_weights
     if args.init is None:
         trainer.run_stage(StageConfig("main", args.main_minutes, lr=1.5e-3, warmup_steps=300,

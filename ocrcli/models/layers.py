@@ -76,14 +76,19 @@ def batch_invariant(x: torch.Tensor) -> bool:
     return x.device.type == "cpu" and not torch.is_grad_enabled()
 
 
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear whose CPU inference result for a row does not depend on the other rows."""
+    if not batch_invariant(x):
+        return F.linear(x, weight, bias)
+    y = rowwise_matmul(x, weight.t())
+    return y if bias is None else y + bias
+
+
 class Linear(nn.Linear):
-    """nn.Linear whose CPU inference result for a row does not depend on the other rows."""
+    """nn.Linear through `linear`."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not batch_invariant(x):
-            return F.linear(x, self.weight, self.bias)
-        y = rowwise_matmul(x, self.weight.t())
-        return y if self.bias is None else y + self.bias
+        return linear(x, self.weight, self.bias)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -146,13 +151,18 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32:  # one fused op, bitwise the formula below in float32
-            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
-        # Normalise in float32 at least: bf16 variance loses the small rows.
-        dtype = x.dtype
-        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(dtype)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * x / sqrt(mean(x^2) + eps) over the last dim."""
+    if x.dtype == torch.float32:  # one fused op, bitwise the formula below in float32
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    # Normalise in float32 at least: bf16 variance loses the small rows.
+    dtype = x.dtype
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(dtype)
 
 
 # Elementwise kernels run a vector body over 2 * lanes elements at a time and a scalar tail,
@@ -251,10 +261,9 @@ def select_slots(buffer: torch.Tensor, slots: torch.Tensor, dim: int = 0) -> tor
     case for a full batch), a gather otherwise. The check reads CPU tensors only, so a CUDA
     step stays free of host syncs (and gathers)."""
     if slots.device.type == "cpu" and slots.numel() > 0:
-        first = int(slots[0])
-        n = slots.numel()
-        if int(slots[-1]) - first == n - 1 and (n < 3 or bool((slots.diff() == 1).all())):
-            return buffer.narrow(dim, first, n)
+        ids = slots.tolist()  # one call: indexing the tensor element by element costs more
+        if ids == list(range(ids[0], ids[0] + len(ids))):
+            return buffer.narrow(dim, ids[0], len(ids))
     return buffer.index_select(dim, slots)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 from rapidfuzz.distance import Levenshtein
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from ocrcli.models.base import DecodeRequest
 from ocrcli.models.builtin.layout import PIECE_WIDTH
@@ -77,12 +77,18 @@ def cer(preds: list[str], refs: list[str]) -> float:
     return sum(Levenshtein.distance(p, r) for p, r in zip(preds, refs)) / max(1, sum(map(len, refs)))
 
 
+def default_config(**changes) -> BuiltinConfig:
+    """The recipe's model: the shipped tokenizer's vocabulary, lines read in pieces."""
+    return BuiltinConfig(vocab_size=CharTokenizer(DEFAULT_CHARS).vocab_size, piece_width=PIECE_WIDTH,
+                         **changes)
+
+
 class Trainer:
     def __init__(self, out_dir: Path, model_cfg: BuiltinConfig | None = None, validation: bool = True):
         self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         self.tok = CharTokenizer(DEFAULT_CHARS)
-        self.cfg = model_cfg or BuiltinConfig(vocab_size=self.tok.vocab_size, piece_width=PIECE_WIDTH)
+        self.cfg = model_cfg or default_config()
         torch.manual_seed(0)
         self.model = BuiltinOCR(self.cfg)
         self.val: list[LineSample] = (validation_lines(300, seed=1, piece_width=self.cfg.piece_width)
@@ -121,7 +127,7 @@ class Trainer:
                 self.log(stage=cfg.name, event="already done")
                 return
         elif init is not None:
-            self.model.load_state_dict(torch.load(init, weights_only=True)["model"])
+            self.load_init(init, head)
         self.model.train()
         if head:  # the main model is frozen: BatchNorm statistics must not move either
             self.model.eval()
@@ -165,6 +171,21 @@ class Trainer:
                 last_ckpt = elapsed
             if finished:
                 break
+
+    def load_init(self, path: Path, head: bool) -> None:
+        """Weights from a stage checkpoint (.pt) or an exported model folder (the shipped
+        model: `ocrcli/models/builtin`). A head stage may start from a head with parts this
+        config's head lacks (its MLP, when `mtp_mlp_hidden` is 0): those are left out and
+        logged; every other tensor must match."""
+        if path.is_dir():
+            state = load_file(str(path / "model.safetensors"))
+        else:
+            state = torch.load(path, weights_only=True)["model"]
+        own = self.model.state_dict()
+        dropped = sorted(k for k in state if head and k.startswith("mtp.") and k not in own)
+        self.model.load_state_dict({k: v for k, v in state.items() if k not in dropped})
+        if dropped:
+            self.log(event="init: head tensors this head has no place for", keys=dropped)
 
     def head_step(self, batch: dict, cfg: StageConfig):
         tokens = batch["tokens"]

@@ -12,10 +12,11 @@ from ocrcli.models.base import DecodeRequest, GuardConfig
 from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
 
 
-def random_model(seed: int = 0, dtype=torch.float64, vocab: int = 40) -> BuiltinOCR:
+def random_model(seed: int = 0, dtype=torch.float64, vocab: int = 40,
+                 mtp_mlp_hidden: int | None = None) -> BuiltinOCR:
     torch.manual_seed(seed)
     cfg = BuiltinConfig(vocab_size=vocab, dim=32, heads=2, encoder_layers=1, decoder_layers=2,
-                        mlp_hidden=64, max_text=96, mtp_depth=6)
+                        mlp_hidden=64, max_text=96, mtp_depth=6, mtp_mlp_hidden=mtp_mlp_hidden)
     model = BuiltinOCR(cfg).to(dtype).eval()
     # A peaked output distribution makes the random model's greedy path less repetitive.
     with torch.no_grad():

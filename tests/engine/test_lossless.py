@@ -152,3 +152,15 @@ def test_float32_random_model_is_lossless():
     for depth in (1, 3, 6):
         spec, _ = decode(model, reqs, DraftPolicy(depth), batch_size=6)
         assert spec == ref
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 6])
+def test_head_without_mlp_is_lossless(depth):
+    # mtp_mlp_hidden=0: the head's block is cross-attention only (a cheaper draft step).
+    model = random_model(seed=4, mtp_mlp_hidden=0)
+    reqs = random_requests(6, seed=13)
+    ref, _ = decode(model, reqs)
+    for batch in (1, 3):
+        spec, results = decode(model, reqs, DraftPolicy(depth), batch_size=batch)
+        assert spec == ref, batch
+        assert sum(r.stats.drafted for r in results) > 0

@@ -27,8 +27,12 @@ from ocrcli.models.layers import (
     Linear,
     RMSNorm,
     SwiGLU,
+    attention,
     batch_invariant,
+    linear,
+    rms_norm,
     rowwise_matmul,
+    rowwise_silu,
     select_slots,
     sinusoid_table,
 )
@@ -45,6 +49,10 @@ class BuiltinConfig:
     max_visual: int = 200  # MAX_LINE_WIDTH / 8
     max_text: int = 256
     mtp_depth: int = 6  # the head is trained for this many recursive steps
+    # Width of the head block's SwiGLU. None = mlp_hidden (FastMTP's full layer, the first
+    # heads); 0 = no MLP, cross-attention only: a draft step then costs about a third less
+    # (README, performance), and at batch 1 draft steps are most of a speculative run.
+    mtp_mlp_hidden: int | None = None
     # TIGER-style routing: the head attends to only this many visual tokens, chosen per step
     # by a gate over its own text state. 0 = every token (the unrouted head, the default).
     mtp_route_k: int = 0
@@ -204,6 +212,29 @@ class MTPHead(nn.Module):
             g = self._routed_block(g, mem_k, mem_v, mem_mask)
         return g, self.norm(g)
 
+    def step(self, emb, hidden, mem_k, mem_v, mem_mask):
+        """`forward` at inference, the same operations in the same order (so the same bits;
+        tests/models/test_builtin_model.py), called as functions instead of through the
+        sub-modules. A draft step over a few rows is mostly Python, and the head runs up to
+        six times per verify; module dispatch was about a quarter of a step (README,
+        performance). emb, hidden [B,T,d] -> the head's state and its normed output [B,T,d]."""
+        if self.router is not None or torch.is_grad_enabled():
+            return self.forward(emb, hidden, mem_k, mem_v, mem_mask)
+        blk, attn, mlp = self.block, self.block.cross_attn, self.block.mlp
+        x = torch.cat([rms_norm(emb, self.enorm.weight, self.enorm.eps),
+                       rms_norm(hidden, self.hnorm.weight, self.hnorm.eps)], dim=-1)
+        g = linear(x, self.eh_proj.weight)
+        b, t, _ = g.shape
+        y = rms_norm(g, blk.cross_norm.weight, blk.cross_norm.eps)
+        q = linear(y, attn.q_proj.weight).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
+        out = attention(q, mem_k, mem_v, mem_mask)  # [B,H,T,D]
+        g = g + linear(out.transpose(1, 2).reshape(b, t, -1), attn.o_proj.weight)
+        if mlp is not None:
+            y = rms_norm(g, blk.mlp_norm.weight, blk.mlp_norm.eps)
+            up = rowwise_silu(linear(y, mlp.gate_proj.weight)) * linear(y, mlp.up_proj.weight)
+            g = g + linear(up, mlp.down_proj.weight)
+        return g, rms_norm(g, self.norm.weight, self.norm.eps)
+
     def _routed_block(self, x, mem_k, mem_v, mem_mask):
         """`DecoderLayerNoSelf.forward` with the cross-attention limited to the routed tokens."""
         blk, attn = self.block, self.block.cross_attn
@@ -217,7 +248,7 @@ class MTPHead(nn.Module):
         routed = self.router.forward_masked if torch.is_grad_enabled() else self.router.forward_gathered
         out = routed(q, mem_k, mem_v, scores, valid)
         x = x + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
-        return x + blk.mlp(blk.mlp_norm(x))
+        return x if blk.mlp is None else x + blk.mlp(blk.mlp_norm(x))
 
     def init_router_from_attention(self) -> None:
         """Start the gate as the sum over heads of the head's own attention logits, so a
@@ -228,16 +259,20 @@ class MTPHead(nn.Module):
 
 
 class DecoderLayerNoSelf(nn.Module):
+    """The head's block: cross-attention to the line, then a SwiGLU unless its width is 0."""
+
     def __init__(self, cfg: BuiltinConfig):
         super().__init__()
         self.cross_norm = RMSNorm(cfg.dim)
         self.cross_attn = CrossAttention(cfg.dim, cfg.heads)
-        self.mlp_norm = RMSNorm(cfg.dim)
-        self.mlp = SwiGLU(cfg.dim, cfg.mlp_hidden)
+        width = cfg.mlp_hidden if cfg.mtp_mlp_hidden is None else cfg.mtp_mlp_hidden
+        # No modules at all without an MLP, so such a state dict loads strictly.
+        self.mlp_norm = RMSNorm(cfg.dim) if width else None
+        self.mlp = SwiGLU(cfg.dim, width) if width else None
 
     def forward(self, x, mem_k, mem_v, mem_mask):
         x = x + self.cross_attn(self.cross_norm(x), mem_k, mem_v, mem_mask)
-        return x + self.mlp(self.mlp_norm(x))
+        return x if self.mlp is None else x + self.mlp(self.mlp_norm(x))
 
 
 class BuiltinOCR(nn.Module):
@@ -382,8 +417,8 @@ class BuiltinOCR(nn.Module):
         emb = self.embed_tokens(tokens[:, None], positions[:, None])  # [B,1,d]
         b = tokens.shape[0]
         reps = -(-MIN_GEMM_ROWS // b) if b < MIN_GEMM_ROWS else 1
-        g, normed = self.mtp(emb.expand(b, reps, -1), hidden[:, None].expand(b, reps, -1),
-                             k, v, mask)
+        g, normed = self.mtp.step(emb.expand(b, reps, -1), hidden[:, None].expand(b, reps, -1),
+                                  k, v, mask)
         return self.logits(normed)[:, 0], g[:, 0]
 
     def draft_commit(self, slots, hidden, tokens, positions) -> None:
