@@ -1,4 +1,4 @@
-"""The built-in model's modules: the head's inference step against its training forward."""
+"""The built-in model's modules: the head's forward against its sub-modules."""
 
 from __future__ import annotations
 
@@ -17,20 +17,26 @@ def small_model(mtp_mlp_hidden: int | None, dtype=torch.float32, seed: int = 0) 
 
 @pytest.mark.parametrize("mtp_mlp_hidden", [None, 48, 0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_head_step_is_its_forward_bitwise(mtp_mlp_hidden, dtype):
-    # `MTPHead.step` calls the sub-modules' functions directly for speed; it must compute
-    # exactly what the modules compute, or drafts would drift from what the head was trained as.
+@pytest.mark.parametrize("grad", [False, True])  # inference, and the training path
+def test_head_step_is_its_modules_bitwise(mtp_mlp_hidden, dtype, grad):
+    # `MTPHead.forward` calls the layers' functions on its sub-modules' weights for speed; it
+    # must compute exactly what the sub-modules compute, as the earlier heads were trained.
     model = small_model(mtp_mlp_hidden, dtype)
     gen = torch.Generator().manual_seed(1)
     b, t, n, d = 3, 4, 11, 32
     memory = torch.randn(b, n, d, generator=gen, dtype=torch.float64).to(dtype)
     valid = torch.arange(n)[None, :] < torch.tensor([11, 5, 8])[:, None]
     emb, hidden = (torch.randn(b, t, d, generator=gen, dtype=torch.float64).to(dtype) for _ in "eh")
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         k, v = model.mtp.block.cross_attn.memory_kv(memory)
         mask = valid[:, None, None, :]
-        want = model.mtp(emb, hidden, k, v, mask)
-        got = model.mtp.step(emb, hidden, k, v, mask)
+        head, blk = model.mtp, model.mtp.block
+        g = head.eh_proj(torch.cat([head.enorm(emb), head.hnorm(hidden)], dim=-1))
+        g = g + blk.cross_attn(blk.cross_norm(g), k, v, mask)
+        if blk.mlp is not None:
+            g = g + blk.mlp(blk.mlp_norm(g))
+        want = g, head.norm(g)
+        got = head(emb, hidden, k, v, mask)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 

@@ -205,21 +205,13 @@ class MTPHead(nn.Module):
         self.router = VisualRouter(cfg.dim, cfg.heads, cfg.mtp_route_k) if cfg.mtp_route_k > 0 else None
 
     def forward(self, emb, hidden, mem_k, mem_v, mem_mask):
-        g = self.eh_proj(torch.cat([self.enorm(emb), self.hnorm(hidden)], dim=-1))
-        if self.router is None:
-            g = self.block(g, mem_k, mem_v, mem_mask)
-        else:
-            g = self._routed_block(g, mem_k, mem_v, mem_mask)
-        return g, self.norm(g)
+        """emb, hidden [B,T,d] -> the head's state and its normed output [B,T,d].
 
-    def step(self, emb, hidden, mem_k, mem_v, mem_mask):
-        """`forward` at inference, the same operations in the same order (so the same bits;
-        tests/models/test_builtin_model.py), called as functions instead of through the
-        sub-modules. A draft step over a few rows is mostly Python, and the head runs up to
-        six times per verify; module dispatch was about a quarter of a step (README,
-        performance). emb, hidden [B,T,d] -> the head's state and its normed output [B,T,d]."""
-        if self.router is not None or torch.is_grad_enabled():
-            return self.forward(emb, hidden, mem_k, mem_v, mem_mask)
+        Written with the layers' functions (`linear`, `rms_norm`, `attention`) on the
+        sub-modules' weights rather than by calling the sub-modules: the same operations, so
+        the same bits (tests/models/test_builtin_model.py), but a draft step over a few rows
+        is mostly Python, the head runs up to six times per verify, and module dispatch was
+        about a quarter of a step (README, performance)."""
         blk, attn, mlp = self.block, self.block.cross_attn, self.block.mlp
         x = torch.cat([rms_norm(emb, self.enorm.weight, self.enorm.eps),
                        rms_norm(hidden, self.hnorm.weight, self.hnorm.eps)], dim=-1)
@@ -227,7 +219,10 @@ class MTPHead(nn.Module):
         b, t, _ = g.shape
         y = rms_norm(g, blk.cross_norm.weight, blk.cross_norm.eps)
         q = linear(y, attn.q_proj.weight).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
-        out = attention(q, mem_k, mem_v, mem_mask)  # [B,H,T,D]
+        if self.router is None:
+            out = attention(q, mem_k, mem_v, mem_mask)  # [B,H,T,D]
+        else:
+            out = self._routed_attention(y, q, mem_k, mem_v, mem_mask)
         g = g + linear(out.transpose(1, 2).reshape(b, t, -1), attn.o_proj.weight)
         if mlp is not None:
             y = rms_norm(g, blk.mlp_norm.weight, blk.mlp_norm.eps)
@@ -235,20 +230,15 @@ class MTPHead(nn.Module):
             g = g + linear(up, mlp.down_proj.weight)
         return g, rms_norm(g, self.norm.weight, self.norm.eps)
 
-    def _routed_block(self, x, mem_k, mem_v, mem_mask):
-        """`DecoderLayerNoSelf.forward` with the cross-attention limited to the routed tokens."""
-        blk, attn = self.block, self.block.cross_attn
-        b, t, _ = x.shape
-        valid = mem_mask.reshape(mem_mask.shape[0], -1).expand(b, -1)  # [B,1,1,N] -> [B,N]
-        y = blk.cross_norm(x)
+    def _routed_attention(self, y, q, mem_k, mem_v, mem_mask):
+        """The cross-attention limited to the routed tokens. y [B,T,d] (the block's normed
+        input, which the gate reads), q [B,H,T,D] -> [B,H,T,D]."""
+        valid = mem_mask.reshape(mem_mask.shape[0], -1).expand(y.shape[0], -1)  # [B,1,1,N] -> [B,N]
         scores = self.router.scores(y, mem_k, valid)
-        q = attn.q_proj(y).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
         # Gathering is cheaper at inference; training needs every token for the
         # straight-through gradient.
         routed = self.router.forward_masked if torch.is_grad_enabled() else self.router.forward_gathered
-        out = routed(q, mem_k, mem_v, scores, valid)
-        x = x + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
-        return x if blk.mlp is None else x + blk.mlp(blk.mlp_norm(x))
+        return routed(q, mem_k, mem_v, scores, valid)
 
     def init_router_from_attention(self) -> None:
         """Start the gate as the sum over heads of the head's own attention logits, so a
@@ -259,7 +249,8 @@ class MTPHead(nn.Module):
 
 
 class DecoderLayerNoSelf(nn.Module):
-    """The head's block: cross-attention to the line, then a SwiGLU unless its width is 0."""
+    """The head's block: cross-attention to the line, then a SwiGLU unless its width is 0.
+    It holds the weights; `MTPHead.forward` computes with them."""
 
     def __init__(self, cfg: BuiltinConfig):
         super().__init__()
@@ -269,10 +260,6 @@ class DecoderLayerNoSelf(nn.Module):
         # No modules at all without an MLP, so such a state dict loads strictly.
         self.mlp_norm = RMSNorm(cfg.dim) if width else None
         self.mlp = SwiGLU(cfg.dim, width) if width else None
-
-    def forward(self, x, mem_k, mem_v, mem_mask):
-        x = x + self.cross_attn(self.cross_norm(x), mem_k, mem_v, mem_mask)
-        return x if self.mlp is None else x + self.mlp(self.mlp_norm(x))
 
 
 class BuiltinOCR(nn.Module):
@@ -417,8 +404,8 @@ class BuiltinOCR(nn.Module):
         emb = self.embed_tokens(tokens[:, None], positions[:, None])  # [B,1,d]
         b = tokens.shape[0]
         reps = -(-MIN_GEMM_ROWS // b) if b < MIN_GEMM_ROWS else 1
-        g, normed = self.mtp.step(emb.expand(b, reps, -1), hidden[:, None].expand(b, reps, -1),
-                                  k, v, mask)
+        g, normed = self.mtp(emb.expand(b, reps, -1), hidden[:, None].expand(b, reps, -1),
+                             k, v, mask)
         return self.logits(normed)[:, 0], g[:, 0]
 
     def draft_commit(self, slots, hidden, tokens, positions) -> None:
