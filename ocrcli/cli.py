@@ -121,6 +121,9 @@ def convert(
     summary: Summary = None,
     log: Annotated[str, typer.Option("--log", help="auto, rich, plain or json.")] = "auto",
     quiet: Quiet = False,
+    cuda_graphs: Annotated[bool, typer.Option(
+        "--cuda-graphs/--no-cuda-graphs",
+        help="On CUDA, compile each decode step and replay it as a CUDA graph.")] = True,
 ) -> None:
     """Convert documents to Markdown (and JSON) per page."""
     from ocrcli.convert import Converter, ConvertSettings
@@ -136,7 +139,8 @@ def convert(
             draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
             render_workers=render_workers, password=password, shard=parse_shard(shard),
-            log=mode, quiet=quiet, page_timeout=page_timeout, mode=image_mode)
+            log=mode, quiet=quiet, page_timeout=page_timeout, mode=image_mode,
+            cuda_graphs=cuda_graphs)
         # With `--summary -`, stdout carries the JSON summary alone; progress goes to stderr.
         reporter = Reporter(mode, quiet, lines_to_stderr=summary == "-")
         if workers > 1:

@@ -61,6 +61,7 @@ class ConvertSettings:
     worker: tuple[int, int] | None = None  # (k, n): worker k of `--workers n` (see workers.py)
     threads: int | None = None  # torch threads; None: `decode_threads`
     mode: str | None = None  # image mode of a full-page model (--mode); None: its default
+    cuda_graphs: bool = True  # on CUDA, compile each decode step whole and replay it as a graph
 
 
 def decode_threads(render_workers: int, share: int = 1) -> int:
@@ -89,9 +90,10 @@ def loaded_fingerprint(loaded: LoadedModel, s: ConvertSettings, max_new: int) ->
     return fingerprint(ModelIdentity(loaded.model_id, loaded.weights_hash), image_mode, s, max_new)
 
 
-def max_new_tokens(s: ConvertSettings) -> int:
-    """The token cap per request: the option, else the model's default."""
-    return s.max_new_tokens or (160 if s.model == "builtin" else 8192)
+def max_new_tokens(s: ConvertSettings, model_default: int) -> int:
+    """The token cap per request: the option, else the model's default (`ModelSpec`). The
+    engine lowers it further for a request whose prompt leaves fewer cache positions."""
+    return s.max_new_tokens or model_default
 
 
 def draft_policy(head_depth: int, s: ConvertSettings) -> DraftPolicy:
@@ -101,14 +103,20 @@ def draft_policy(head_depth: int, s: ConvertSettings) -> DraftPolicy:
     return DraftPolicy(s.draft_depth)
 
 
-def make_engine(loaded: LoadedModel, s: ConvertSettings, max_new: int) -> Engine:
-    """The engine for a loaded model under these settings."""
+def make_engine(loaded: LoadedModel, s: ConvertSettings, max_new: int,
+                policy: DraftPolicy | None = None, proposer=None, exact: bool | None = None) -> Engine:
+    """The engine for a loaded model under these settings (benchmarks may give their own
+    draft policy, proposer and kernel choice)."""
+    from ocrcli.engine.capture import CaptureSettings
     from ocrcli.engine.scheduler import Engine
 
-    # A full-page model's prompt holds hundreds of <image> slots; the caches are sized from
-    # the adapter's bound (the built-in line reader's fit in 64).
-    return Engine(loaded.model, s.batch_size, max_new, draft_policy(loaded.model.max_draft_depth, s),
-                  loaded.guard, max_prompt=getattr(loaded.adapter, "max_prompt_tokens", 64))
+    # The caches are sized from the model's spec: its prompt bound (a full-page model's prompt
+    # holds hundreds of <image> slots) and its positions.
+    policy = policy or draft_policy(loaded.model.spec.max_draft_depth, s)
+    on_cuda = loaded.model.spec.device.type == "cuda"
+    capture = CaptureSettings() if s.cuda_graphs and on_cuda and not exact else None
+    return Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard, proposer=proposer,
+                  exact=exact, capture=capture)
 
 
 def summary_name(shard: tuple[int, int] | None) -> str:
@@ -230,11 +238,12 @@ class Converter:
                 self.report.notice(n)
             if not docs:
                 raise UsageError("no PDF or image documents found in the inputs")
-        max_new = max_new_tokens(s)
         # A rerun over finished pages needs only the fingerprint; where it is known without
         # loading the model (and importing torch), a run with nothing to do ends in a blink.
         identity = quick_identity(s.model) if s.resume and s.mode is None else None
         loaded = None if identity is not None else self._load()
+        max_new = max_new_tokens(s, identity.default_max_new_tokens if identity is not None
+                                 else loaded.model.spec.default_max_new_tokens)
         fp = fingerprint(identity, None, s, max_new) if identity is not None \
             else loaded_fingerprint(loaded, s, max_new)
         self.fp, self.max_new = fp, max_new
@@ -365,6 +374,9 @@ class Converter:
         for i in list(remaining):  # documents cut short by an interrupt
             self._finish_document(docs[i])
         faults = {"oom_retries": engine.oom_retries, "render_workers_replaced": renderer.replaced}
+        if engine.capture_error:
+            self.report.notice(f"CUDA graph capture was turned off ({engine.capture_error}); "
+                               "decoding ran eagerly")
         return self._end(docs, counts, skipped, failures, time.perf_counter() - t0, interrupted,
                          faults)
 

@@ -3,11 +3,16 @@
     python scripts/bench_decode.py                          # built-in model on samples/
     python scripts/bench_decode.py --json
     python scripts/bench_decode.py --oracle-acceptance 1.0 --json   # engine overhead alone
+    python scripts/bench_decode.py --model CHECKPOINT --device cuda --count-ops --json
 
 Pages are rendered and split into requests once; then the same requests are decoded with
 greedy (`--draft-depth 0`), fixed K = 1..6 and confidence-gated drafting, at batch 1 and at
 batch 8. Every output is checked against greedy's. `--oracle-acceptance P` replaces the head
-with a drafter that proposes the model's own greedy token with probability P.
+with a drafter that proposes the model's own greedy token with probability P. Engines are
+built by the converter's own factory (`convert.make_engine`).
+
+`--count-ops` adds a `dispatch` list: aten operators and host syncs per engine step
+(`ocrcli.engine.opcount`), for greedy and K=3 at batches 1 and 16, on the same requests.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import time
 import orjson
 import torch
 
-from ocrcli.convert import decode_threads
+from ocrcli.convert import ConvertSettings, decode_threads, make_engine
 from ocrcli.engine.draft import OracleProposer
+from ocrcli.engine.opcount import OpCounter
 from ocrcli.engine.policy import DraftPolicy, default_policy
-from ocrcli.engine.scheduler import Engine, list_source
+from ocrcli.engine.scheduler import list_source
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.base import DecodeRequest
-from ocrcli.models.registry import load_model
+from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import RenderSettings, render_page
 
 
@@ -47,8 +53,11 @@ def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int) -> li
     return reqs
 
 
-def run(loaded, reqs, batch: int, policy: DraftPolicy, max_new: int, proposer=None):
-    engine = Engine(loaded.model, batch, max_new, policy, loaded.guard, proposer=proposer)
+def run(loaded, reqs, batch: int, policy: DraftPolicy, max_new: int, proposer=None, counter=None,
+        exact: bool | None = None):
+    settings = ConvertSettings(inputs=[], out=None, model=loaded.model_id, batch_size=batch)
+    engine = make_engine(loaded, settings, max_new, policy, proposer, exact)
+    engine.step_counter = counter
     t0 = time.perf_counter()
     results = list(engine.run(list_source(reqs)))
     seconds = time.perf_counter() - t0
@@ -62,10 +71,38 @@ def run(loaded, reqs, batch: int, policy: DraftPolicy, max_new: int, proposer=No
     return outputs, seconds, tokens, steps, depth_hits
 
 
+def count_dispatch(loaded, reqs, max_new: int, reference) -> list[dict]:
+    """Operators and host syncs per engine step, greedy and K=3 (the head, or the oracle at
+    acceptance 1 for a model without one), at batches 1 and 16, each checked against greedy
+    with the same kernels. On the CPU both kernel choices are counted: exact (the CPU's,
+    batch-invariant) and fast (the kernels and step shapes a GPU engine runs)."""
+    rows = []
+    kernels = ("exact", "fast") if loaded.model.spec.device.type == "cpu" else ("fast",)
+    for batch, kind in ((b, k) for b in (1, 16) for k in kernels):
+        part = reqs[: max(batch, 4)]
+        greedy = None
+        for mode, policy in (("greedy", DraftPolicy(0)), ("K=3", DraftPolicy(3))):
+            proposer = None
+            if policy.max_depth and not loaded.model.spec.max_draft_depth:
+                proposer = OracleProposer(reference, 1.0, loaded.model.spec.vocab_size)
+            counter = OpCounter()
+            outputs = run(loaded, part, batch, policy, max_new, proposer, counter, kind == "exact")[0]
+            greedy = outputs if greedy is None else greedy
+            steps = max(counter.entries, 1)
+            rows.append({"batch": batch, "kernels": kind, "mode": mode, "steps": counter.entries,
+                         "aten_ops_per_step": round(counter.ops / steps, 1),
+                         "host_syncs_per_step": round(counter.syncs / steps, 2),
+                         "identical": outputs == greedy})
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="*", default=["samples"])
     ap.add_argument("--model", default="builtin")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, auto")
+    ap.add_argument("--count-ops", action="store_true",
+                    help="also count aten ops and host syncs per engine step (greedy, K=3; batches 1, 16)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--oracle-acceptance", type=float, default=None)
     ap.add_argument("--batches", default="1,8")
@@ -79,7 +116,7 @@ def main() -> int:
                          "worker, convert.decode_threads)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads or decode_threads(render_workers=1))
-    loaded = load_model(args.model, "cpu")
+    loaded = load_model(args.model, resolve_device(args.device))
     reqs = page_requests(loaded, args.inputs, args.max_pages, args.max_new_tokens)
     if not reqs:
         print("no requests: no readable pages in the inputs", file=sys.stderr)
@@ -127,10 +164,14 @@ def main() -> int:
     best_by_batch = {
         b: max((r["speedup"] for r in rows if r["batch"] == b and r["mode"] != "greedy"), default=1.0)
         for b in {r["batch"] for r in rows}}
-    result = {"model": loaded.model_id, "requests": len(reqs),
+    dispatch = count_dispatch(loaded, reqs, args.max_new_tokens, reference) if args.count_ops else None
+    identical &= dispatch is None or all(d["identical"] for d in dispatch)
+    result = {"model": loaded.model_id, "device": str(loaded.model.spec.device), "requests": len(reqs),
               "oracle_acceptance": args.oracle_acceptance, "threads": torch.get_num_threads(),
               "identical": identical, "rows": rows,
               "best_speedup_batch1": best_by_batch.get(1), "best_speedup_batch8": best_by_batch.get(8)}
+    if dispatch is not None:
+        result["dispatch"] = dispatch
     if args.json:
         print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:

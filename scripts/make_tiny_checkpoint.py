@@ -161,13 +161,15 @@ def write_tiny_checkpoint(
     duplicates: bool = False,
     dtype: torch.dtype = torch.float32,
     draftable: bool = False,
+    full_structure: bool = False,
 ) -> Path:
     """Write the folder and return its path. `duplicates` adds the MTP duplicate tensors
     some Jina revisions carry (mtp_embed_tokens, shared_head.*) to exercise the loader;
-    `draftable` shapes the weights so drafts get accepted (see make_draftable)."""
+    `draftable` shapes the weights so drafts get accepted (see make_draftable);
+    `full_structure` keeps the real decoder's 12 layers and 64 experts at tiny width."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = tiny_config(arch)
+    cfg = tiny_config(arch, full_structure)
     generator = torch.Generator().manual_seed(seed)
     net = DeepseekOcrForCausalLM(cfg)
     randomize(net, generator)
@@ -211,10 +213,13 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--draftable", action="store_true",
                         help="weights whose drafts get accepted (tests of speculation)")
+    parser.add_argument("--full-structure", action="store_true",
+                        help="the real decoder's layers and experts at tiny width (op counts)")
     args = parser.parse_args()
     out = write_tiny_checkpoint(
         args.out, args.arch, seed=args.seed, shards=args.shards, index=not args.no_index,
         duplicates=args.duplicates, dtype=getattr(torch, args.dtype), draftable=args.draftable,
+        full_structure=args.full_structure,
     )
     print(f"wrote {args.arch} tiny checkpoint to {out}")
 

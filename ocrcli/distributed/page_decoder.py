@@ -24,7 +24,7 @@ class PageDecoder:
 
     def __init__(self, loaded: LoadedModel, settings: ConvertSettings):
         self.loaded = loaded
-        self.max_new = max_new_tokens(settings)
+        self.max_new = max_new_tokens(settings, loaded.model.spec.default_max_new_tokens)
         self.fingerprint = loaded_fingerprint(loaded, settings, self.max_new)
         self.engine = make_engine(loaded, settings, self.max_new)
 

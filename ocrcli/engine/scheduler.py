@@ -13,6 +13,7 @@ short left nothing that counts), so the retry gives exactly the tokens the full 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,16 +22,19 @@ from dataclasses import dataclass, field
 import torch
 
 from ocrcli import faults
-from ocrcli.engine.decode import StepOutput, decode_step
-from ocrcli.engine.guard import banned_tokens, is_looping
+from ocrcli.engine.capture import CapturedSteps, CaptureSettings
+from ocrcli.engine.decode import DecodeState, Rows, StepOutput, decode_step
+from ocrcli.engine.guard import is_looping, whitelist_mask
 from ocrcli.engine.policy import DraftPolicy
-from ocrcli.models.base import DecodeRequest, DecoderModel, GuardConfig
+from ocrcli.errors import one_line
+from ocrcli.models.base import DecodeRequest, DecoderModel, GuardConfig, ModelSpec
 
 # fetch(n, block) -> up to n requests; [] when none is ready (block=False); None when exhausted
 RequestSource = Callable[[int, bool], "list[DecodeRequest] | None"]
 # expired(request key) -> True when the request must stop now (its page ran out of time)
 ExpiryCheck = Callable[[object], bool]
 OOM_MESSAGE = "out of memory on the device, even decoding one request at a time"
+SPAN_BUCKET = 256  # a fast engine's attention reads 256 * 2^i cache positions
 
 
 @dataclass
@@ -63,6 +67,7 @@ class _Slot:
     request: DecodeRequest
     tokens: list[int]
     stats: RequestStats
+    budget: int  # tokens it may generate (Engine.budget)
     status: str | None = None
     error: str | None = None
 
@@ -79,22 +84,50 @@ def list_source(requests: list[DecodeRequest]) -> RequestSource:
 
 
 class Engine:
-    """Drives one `DecoderModel` over a stream of requests, losslessly."""
+    """Drives one `DecoderModel` over a stream of requests, losslessly.
+
+    An exact engine (the CPU's: batch-invariant kernels) steps only the active slots and lets
+    attention read the whole static cache, so a row's bits never depend on its neighbours or
+    on the step's length. A fast engine (a GPU's) steps every slot, dead ones included, and
+    attention reads up to a length bucket: fixed shapes that CUDA graphs can replay.
+    """
 
     def __init__(self, model: DecoderModel, batch_size: int, max_new_tokens: int,
-                 policy: DraftPolicy, guard: GuardConfig | None = None, max_prompt: int = 64,
-                 proposer=None):
+                 policy: DraftPolicy, guard: GuardConfig | None = None, max_prompt: int | None = None,
+                 proposer=None, exact: bool | None = None, span_bucket: int = SPAN_BUCKET,
+                 capture: CaptureSettings | None = None):
         self.model = model
+        self.spec: ModelSpec = model.spec
         self.batch_size = batch_size
-        self.policy = DraftPolicy(min(policy.max_depth, model.max_draft_depth), policy.min_prob,
+        self.policy = DraftPolicy(min(policy.max_depth, self.spec.max_draft_depth), policy.min_prob,
                                   policy.min_path_prob) if proposer is None else policy
         self.guard = guard or GuardConfig()
         self.proposer = proposer
-        self.max_len = max_prompt + max_new_tokens + self.policy.max_depth + 2
+        self.exact = self.spec.device.type == "cpu" if exact is None else exact
+        if self.exact and self.spec.device.type != "cpu":
+            raise ValueError("exact (batch-invariant) kernels exist for the CPU only")
+        model.choose_kernels(self.exact)
+        self.span_bucket = span_bucket
+        prompt_bound = self.spec.prompt_bound if max_prompt is None else max_prompt
+        self.max_len = cache_positions(self.spec, prompt_bound, max_new_tokens, self.policy.max_depth)
         model.setup_cache(batch_size, self.max_len)
+        # The step functions, compiled whole where asked (a fast engine's, on a GPU by default).
+        self.stepper = model if capture is None else CapturedSteps(model, capture)
+        self.capture_error: str | None = None  # why capture was given up, if it was
+        self.guard_allowed = whitelist_mask(self.guard, self.spec.vocab_size, self.spec.device)
+        history = max_new_tokens + 2 * self.policy.max_depth + 4 if self.guard.ngram > 0 else 0
+        self.state = DecodeState.empty(batch_size, self.spec.hidden_size, history, self.spec.device,
+                                       self.spec.dtype)
+        self.host_lengths = [0] * batch_size  # state.lengths as the host knows it
         self.rows_per_pass = batch_size  # halved on each out-of-memory error
         self.oom_retries = 0  # passes run again on halves, for the summary
         self.steps = 0  # decode passes so far (fault injection counts them)
+        self.step_counter = None  # an OpCounter to run every decode step under (bench --count-ops)
+
+    def budget(self, request: DecodeRequest) -> int:
+        """Tokens the request may generate: its cap, or fewer where the cache ends first (a
+        step writes K+1 positions past the row's length)."""
+        return min(request.max_new_tokens, self.max_len - len(request.prompt_ids) - self.policy.max_depth)
 
     def _commit(self, slot: _Slot, tokens: list[int], eos: int) -> int:
         """Append tokens one at a time under the stop rules; return how many were taken."""
@@ -107,18 +140,15 @@ class Engine:
             if is_looping(slot.tokens, self.guard):
                 slot.status = "degenerate"
                 return n
-            if len(slot.tokens) >= slot.request.max_new_tokens:
+            if len(slot.tokens) >= slot.budget:
                 slot.status = "truncated"
                 return n
         return len(tokens)
 
     def run(self, source: RequestSource, expired: ExpiryCheck | None = None) -> Iterator[DecodeResult]:
-        eos = self.model.eos_id
+        self.model.choose_kernels(self.exact)  # another engine may share the model
         free = list(range(self.batch_size))[::-1]
         active: dict[int, _Slot] = {}
-        last_token = torch.zeros(self.batch_size, dtype=torch.long)
-        lengths = torch.zeros(self.batch_size, dtype=torch.long)
-        last_hidden: torch.Tensor | None = None
         exhausted = False
         while True:
             if free and not exhausted:
@@ -126,7 +156,7 @@ class Engine:
                 if got is None:
                     exhausted = True
                 elif got:
-                    last_hidden = self._admit(got, free, active, last_token, lengths, last_hidden)
+                    self._admit(got, free, active)
                     yield from self._reap(active, free)
             if expired is not None:
                 for slot in active.values():
@@ -137,42 +167,81 @@ class Engine:
                 if exhausted:
                     return
                 continue
-            slot_ids = sorted(active)
-            for part, out in self._passes(slot_ids, last_token, last_hidden, lengths, active):
-                if out is None:  # not even one row fits on the device
-                    for s in part:
-                        active[s].status, active[s].error = "failed", OOM_MESSAGE
-                    continue
-                slots = torch.tensor(part)
-                share = 1.0 / len(part)
-                for i, s in enumerate(part):
-                    st = active[s].stats
-                    st.verify_steps += 1
-                    st.accepted_hist[out.accepted[i]] += 1
-                    st.drafted += out.drafted[i]
-                    st.draft_s += out.draft_s * share
-                    st.verify_s += out.verify_s * share
-                    self._commit(active[s], out.committed[i], eos)
-                    lengths[s] += out.accepted[i] + 1
-                last_token[slots] = out.next_token
-                last_hidden[slots] = out.next_hidden
+            with self.step_counter or contextlib.nullcontext():
+                self._step(active)
             yield from self._reap(active, free)
 
-    def _passes(self, slot_ids: list[int], last_token, last_hidden, lengths, active
+    def _step(self, active: dict[int, _Slot]) -> None:
+        """One decode step for every active slot, its results committed under the stop rules."""
+        if self.exact:
+            slot_ids = sorted(active)
+        else:
+            slot_ids = list(range(self.batch_size))
+            self._rewind_free(active)
+        for part, out in self._passes(slot_ids, active):
+            if out is None:  # not even one row fits on the device
+                for s in part:
+                    if s in active:
+                        active[s].status, active[s].error = "failed", OOM_MESSAGE
+                continue
+            share = 1.0 / len(part)
+            for i, s in enumerate(part):
+                self.host_lengths[s] += out.accepted[i] + 1
+                if s not in active:  # a free slot stepped along with the batch
+                    continue
+                st = active[s].stats
+                st.verify_steps += 1
+                st.accepted_hist[out.accepted[i]] += 1
+                st.drafted += out.drafted[i]
+                st.draft_s += out.draft_s * share
+                st.verify_s += out.verify_s * share
+                self._commit(active[s], out.committed[i], self.spec.eos_id)
+
+    def _rows(self, part: list[int]) -> Rows:
+        """A step's slots: a slice where they are a contiguous run (cache views, no gather)."""
+        if part == list(range(part[0], part[0] + len(part))):
+            return slice(part[0], part[0] + len(part))
+        return torch.tensor(part, device=self.spec.device)
+
+    def _span(self, part: list[int], active: dict[int, _Slot]) -> int | None:
+        """Cache positions this step's attention reads: all of them on an exact engine; on a
+        fast one, the smallest of span_bucket * 2^i that holds the step's last position (few
+        shapes, so a captured step compiles a few times; free slots are kept inside the first
+        bucket by `_rewind_free`)."""
+        if self.exact:
+            return None
+        need = max([self.host_lengths[s] for s in part if s in active], default=0)
+        need += self.policy.max_depth + 1
+        span = self.span_bucket
+        while span < need:
+            span *= 2
+        return min(self.max_len, span)
+
+    def _rewind_free(self, active: dict[int, _Slot]) -> None:
+        """A fast engine steps free slots along with the batch. Send those that have walked
+        half a bucket back to position 0, so they stay inside the cache and the first bucket."""
+        stale = [s for s in range(self.batch_size)
+                 if s not in active and self.host_lengths[s] >= self.span_bucket // 2]
+        if not stale:
+            return
+        index = torch.tensor(stale, device=self.spec.device)
+        self.state.lengths[index] = 0
+        self.state.history_len[index] = 0
+        for s in stale:
+            self.host_lengths[s] = 0
+
+    def _passes(self, slot_ids: list[int], active: dict[int, _Slot]
                 ) -> Iterator[tuple[list[int], StepOutput | None]]:
         """One decode step for `slot_ids`, in passes of at most `rows_per_pass` rows. A pass
         that runs out of memory is run again on halves (None: not even one row fits)."""
         todo = [slot_ids[i:i + self.rows_per_pass] for i in range(0, len(slot_ids), self.rows_per_pass)]
         while todo:
             part = todo.pop(0)
-            slots = torch.tensor(part)
             self.steps += 1
             try:
                 faults.check_oom(self.steps, len(part))
                 faults.step_delay()
-                out = decode_step(self.model, slots, last_token[slots], last_hidden[slots],
-                                  lengths[slots], [active[s].tokens for s in part], self.policy,
-                                  self.guard, self.proposer)
+                out = self._decode(part, active)
             except torch.OutOfMemoryError:
                 _release_device_memory()
                 if len(part) == 1:
@@ -184,6 +253,19 @@ class Engine:
                 todo[:0] = [part[:half], part[half:]]
                 continue
             yield part, out
+
+    def _decode(self, part: list[int], active: dict[int, _Slot]) -> StepOutput:
+        """One decode_step; a step that cannot be compiled for capture runs eagerly from then
+        on (tracing fails before the step changes anything), and `capture_error` says why."""
+        step = (self.state, self._rows(part), self._span(part, active), self.policy, self.guard,
+                self.guard_allowed, self.proposer)
+        try:
+            return decode_step(self.stepper, *step, early_exit=self.exact)
+        except torch._dynamo.exc.TorchDynamoException as exc:
+            if self.stepper is self.model:
+                raise
+            self.stepper, self.capture_error = self.model, one_line(exc)
+            return decode_step(self.model, *step, early_exit=self.exact)
 
     def _prefill(self, ids: list[int], group: list[DecodeRequest], active) -> Iterator[tuple]:
         """Prefill in passes of at most `rows_per_pass` rows, halving on out-of-memory; a
@@ -199,7 +281,7 @@ class Engine:
             except torch.OutOfMemoryError:
                 _release_device_memory()
                 if len(part) == 1:
-                    slot = _Slot(part[0], [], RequestStats(), status="failed", error=OOM_MESSAGE)
+                    slot = _Slot(part[0], [], RequestStats(), 0, status="failed", error=OOM_MESSAGE)
                     active[part_ids[0]] = slot
                     continue
                 half = (len(part) + 1) // 2
@@ -209,37 +291,57 @@ class Engine:
                 continue
             yield part_ids, part, hidden, logits, plen, (time.perf_counter() - t0) / len(part)
 
-    def _admit(self, requests, free, active, last_token, lengths, last_hidden):
+    def _admit(self, requests: list[DecodeRequest], free: list[int], active: dict[int, _Slot]) -> None:
+        """Prefill new requests into free slots and commit each one's first token."""
         by_len: dict[int, list[DecodeRequest]] = {}
         for r in requests:
+            if self.budget(r) < 1:
+                slot = _Slot(r, [], RequestStats(), 0, status="failed", error=_too_long(r, self.max_len))
+                active[free.pop()] = slot
+                continue
             by_len.setdefault(len(r.prompt_ids), []).append(r)
         for same_length in by_len.values():
             slot_ids = [free.pop() for _ in same_length]
             for ids, group, hidden, logits, plen, dt in self._prefill(slot_ids, same_length, active):
-                if last_hidden is None:
-                    last_hidden = hidden.new_zeros(self.batch_size, hidden.shape[-1])
+                first = logits.argmax(dim=-1)  # [B]; the guard bans nothing on an empty history
+                self._start_rows(ids, first, hidden, plen)
+                firsts, lengths = torch.stack([first, plen.to(first)]).tolist()
                 for i, (s, r) in enumerate(zip(ids, group)):
-                    slot = _Slot(r, [], RequestStats(prefill_s=dt))
+                    slot = _Slot(r, [], RequestStats(prefill_s=dt), self.budget(r))
                     active[s] = slot
+                    self.host_lengths[s] = lengths[i]
                     if self.proposer is not None and hasattr(self.proposer, "bind"):
-                        self.proposer.bind(s, r.key, int(plen[i]))
-                    row = logits[i]
-                    banned = banned_tokens([], self.guard)
-                    if banned:
-                        row = row.clone()
-                        row[list(banned)] = float("-inf")
-                    first = int(row.argmax())
-                    self._commit(slot, [first], self.model.eos_id)
-                    last_token[s] = first
-                    lengths[s] = int(plen[i])
-                    last_hidden[s] = hidden[i]
-        return last_hidden
+                        self.proposer.bind(s, r.key, lengths[i], self.batch_size, self.spec.device)
+                    self._commit(slot, [firsts[i]], self.spec.eos_id)
+
+    def _start_rows(self, ids: list[int], first: torch.Tensor, hidden: torch.Tensor,
+                    plen: torch.Tensor) -> None:
+        """Device state of freshly prefilled slots: first token, hidden, length, history."""
+        index = torch.tensor(ids, device=self.spec.device)
+        st = self.state
+        st.last_token[index] = first
+        st.last_hidden[index] = hidden.to(st.last_hidden.dtype)
+        st.lengths[index] = plen.to(st.lengths)
+        if st.history.shape[1]:
+            st.history[index, 0] = first
+            st.history_len[index] = 1
 
     def _reap(self, active, free) -> Iterator[DecodeResult]:
         for s in [s for s, slot in active.items() if slot.status is not None]:
             slot = active.pop(s)
             free.append(s)
             yield DecodeResult(slot.request.key, slot.tokens, slot.status, slot.stats, slot.error)
+
+
+def cache_positions(spec: ModelSpec, prompt_bound: int, max_new_tokens: int, depth: int) -> int:
+    """Cache length for prompts up to `prompt_bound` and `max_new_tokens`, never past the
+    model's positions."""
+    return min(spec.max_positions, prompt_bound + max_new_tokens + depth + 2)
+
+
+def _too_long(request: DecodeRequest, max_len: int) -> str:
+    return (f"the prompt holds {len(request.prompt_ids)} tokens, and the model's {max_len} cache "
+            "positions leave no room to generate")
 
 
 def _release_device_memory() -> None:

@@ -40,13 +40,38 @@ class GuardConfig:
     loop_min_span: int = 0  # ...and covering at least this many tokens (dot leaders are not loops)
 
 
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the engine needs to know of a model: where it runs and what it can hold. The
+    engine makes every step tensor on `device` and never sizes a cache past `max_positions`."""
+
+    device: torch.device
+    dtype: torch.dtype
+    eos_id: int
+    vocab_size: int
+    hidden_size: int  # d of the hidden states the engine carries between steps
+    max_draft_depth: int  # 0 when the model has no draft head
+    max_positions: int  # cache positions the model can address (prompt + generated + drafts)
+    prompt_bound: int  # the most prompt tokens one request can hold
+    default_max_new_tokens: int  # the token cap per request when the user gives none
+
+
 @runtime_checkable
 class DecoderModel(Protocol):
-    """What the engine calls. Slots index the model's own static caches."""
+    """What the engine calls. Slots index the model's own static caches; a decode step's
+    `rows` are a contiguous run of slots (a slice) or slot ids [B] on the model's device, and
+    `span` is how many cache positions its attention reads (None: all)."""
 
     eos_id: int
     vocab_size: int
     max_draft_depth: int  # 0 when the model has no draft head
+
+    @property
+    def spec(self) -> ModelSpec: ...
+
+    def choose_kernels(self, exact: bool) -> None:
+        """Batch-invariant kernels (exact: a row's bits never depend on the batch) or the
+        device's fastest ones, for every call from now on."""
 
     def setup_cache(self, slots: int, max_len: int) -> None:
         """Allocate static caches for `slots` sequences of up to `max_len` positions."""
@@ -61,18 +86,20 @@ class DecoderModel(Protocol):
         """
 
     def forward(
-        self, slots: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+        self, rows, tokens: torch.Tensor, positions: torch.Tensor, span: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """tokens, positions [B,T] -> hidden [B,T,d], logits [B,T,V]; writes the KV cache."""
 
     def draft(
-        self, slots: torch.Tensor, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+        self, rows, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+        span: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One MTP step: hidden [B,d] from position p-1, tokens and positions [B] at p ->
         logits [B,V] for position p+1 and the head's hidden [B,d]."""
 
     def draft_commit(
-        self, slots: torch.Tensor, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+        self, rows, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+        span: int | None = None,
     ) -> None:
         """Refill the head's own cache over verified positions: tokens, positions [B,T] paired
         with the main model's hidden [B,T,d] from each position minus one. A head without a

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+BUILTIN_MAX_NEW_TOKENS = 160  # the built-in's token cap per line: its longest lines hold 120 characters
 
 
 @dataclass(frozen=True)
 class ModelIdentity:
     model_id: str
     weights_hash: str
+    default_max_new_tokens: int = 0  # the model's token cap per request (0: learnt by loading it)
 
 
 def builtin_fingerprint(folder: Path, code_dir: Path = BUILTIN_DIR) -> str:
@@ -40,6 +42,6 @@ def quick_identity(name: str) -> ModelIdentity | None:
     if name != "builtin":
         return None
     try:
-        return ModelIdentity("builtin", builtin_fingerprint(BUILTIN_DIR))
+        return ModelIdentity("builtin", builtin_fingerprint(BUILTIN_DIR), BUILTIN_MAX_NEW_TOKENS)
     except OSError:
         return None  # the loader will say what is wrong

@@ -23,11 +23,16 @@ from torch import nn
 MIN_GEMM_ROWS = 4
 
 
-@functools.cache
+@torch.compiler.assume_constant_result
 def gemm_rows_are_independent(k: int, n: int, dtype: torch.dtype) -> bool:
     """Probe this machine's BLAS once per shape: is row i of a padded [M, k] @ [k, n] product
     the same for every M, position and neighbour rows? A memo of a hardware fact, not state:
-    the answer never changes within a process."""
+    the answer never changes within a process, so torch.compile takes it as a constant."""
+    return _probe_gemm_rows(k, n, dtype)
+
+
+@functools.cache
+def _probe_gemm_rows(k: int, n: int, dtype: torch.dtype) -> bool:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(67, k, generator=gen, dtype=torch.float64).to(dtype)
     b = torch.randn(k, n, generator=gen, dtype=torch.float64).to(dtype)
@@ -37,6 +42,12 @@ def gemm_rows_are_independent(k: int, n: int, dtype: torch.dtype) -> bool:
         if not torch.equal(_padded_matmul(rows, b)[-1:], alone):
             return False
     return True
+
+
+def pad_rows(rows: torch.Tensor) -> torch.Tensor:
+    """rows [M,k] with zero rows appended up to a multiple of MIN_GEMM_ROWS."""
+    extra = -rows.shape[0] % MIN_GEMM_ROWS
+    return torch.cat([rows, rows.new_zeros(extra, rows.shape[1])]) if extra else rows
 
 
 def _padded_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -70,15 +81,28 @@ def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
     return out.reshape(*lead, w_t.shape[-1])
 
 
-def batch_invariant(x: torch.Tensor) -> bool:
-    """Inference on the CPU takes the batch-invariant paths; training and GPUs the fast ones
-    (on a GPU a divergence is tolerated at near-ties only; see shared/docs/DESIGN.md)."""
-    return x.device.type == "cpu" and not torch.is_grad_enabled()
+def batch_invariant(x: torch.Tensor, exact: bool | None = None) -> bool:
+    """Take the batch-invariant paths? Never in training. At inference, as the engine chose
+    when it was built (`exact`, set on the modules by `choose_kernels`); unchosen (None),
+    on the CPU, where float32 output is then bitwise greedy's, and not on a GPU, whose fast
+    kernels may round a verify pass differently from a greedy step and flip a near-tie."""
+    if torch.is_grad_enabled():
+        return False
+    return x.device.type == "cpu" if exact is None else exact
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear whose CPU inference result for a row does not depend on the other rows."""
-    if not batch_invariant(x):
+def choose_kernels(model: nn.Module, exact: bool | None) -> None:
+    """Set every module's kernel choice (`exact`, a class attribute of the modules that
+    have one) once, when an engine is built: None restores the device's default."""
+    for module in model.modules():
+        if hasattr(type(module), "exact"):
+            module.exact = exact
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           exact: bool | None = None) -> torch.Tensor:
+    """F.linear whose exact (CPU inference) result for a row does not depend on the other rows."""
+    if not batch_invariant(x, exact):
         return F.linear(x, weight, bias)
     y = rowwise_matmul(x, weight.t())
     return y if bias is None else y + bias
@@ -87,16 +111,19 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 class Linear(nn.Linear):
     """nn.Linear through `linear`."""
 
+    exact: bool | None = None  # choose_kernels
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias, self.exact)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              exact: bool | None = None) -> torch.Tensor:
     """SDPA over q [B,H,T,D], k, v [B,H,S,D], boolean mask broadcastable to [B,H,T,S].
 
-    On CPU inference a query row's result does not depend on the other rows, as
+    With exact kernels a query row's result does not depend on the other rows, as
     `rowwise_matmul` explains."""
-    if not batch_invariant(q):
+    if not batch_invariant(q, exact):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     b, h, t, d = q.shape
     s = k.shape[2]
@@ -118,11 +145,16 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return torch.bmm(probs, values).view(b, h, t, d)
 
 
-@functools.cache
+@torch.compiler.assume_constant_result
 def sdpa_rows_are_independent(d: int, s: int, dtype: torch.dtype) -> bool:
     """The same probe as `gemm_rows_are_independent`, for the fused attention kernel with
     queries padded to a multiple of MIN_GEMM_ROWS: does a query row's output depend on how
     many queries share the call, their order, or the batch?"""
+    return _probe_sdpa_rows(d, s, dtype)
+
+
+@functools.cache
+def _probe_sdpa_rows(d: int, s: int, dtype: torch.dtype) -> bool:
     gen = torch.Generator().manual_seed(0)
     k, v = (torch.randn(3, 2, s, d, generator=gen, dtype=torch.float64).to(dtype) for _ in "kv")
     q = torch.randn(3, 2, 40, d, generator=gen, dtype=torch.float64).to(dtype)
@@ -174,9 +206,9 @@ _VECTOR_BODY = 64
 _SERIAL_GRAIN = 32768
 
 
-def rowwise_silu(x: torch.Tensor) -> torch.Tensor:
-    """F.silu whose CPU inference result per element does not depend on the tensor around it."""
-    if not batch_invariant(x):
+def rowwise_silu(x: torch.Tensor, exact: bool | None = None) -> torch.Tensor:
+    """F.silu whose exact result per element does not depend on the tensor around it."""
+    if not batch_invariant(x, exact):
         return F.silu(x)
     flat = x.reshape(-1)
     n = flat.numel()
@@ -193,6 +225,8 @@ def rowwise_silu(x: torch.Tensor) -> torch.Tensor:
 class SwiGLU(nn.Module):
     """DeepSeek-V2's MLP: down(silu(gate(x)) * up(x))."""
 
+    exact: bool | None = None  # choose_kernels
+
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.gate_proj = Linear(dim, hidden, bias=False)
@@ -200,7 +234,7 @@ class SwiGLU(nn.Module):
         self.down_proj = Linear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(rowwise_silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(rowwise_silu(self.gate_proj(x), self.exact) * self.up_proj(x))
 
 
 def sinusoid_table(length: int, dim: int) -> torch.Tensor:
@@ -246,30 +280,33 @@ class KVCache(nn.Module):
     def max_len(self) -> int:
         return self.k.shape[2]
 
-    def update(
-        self, slots: torch.Tensor, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write k, v [B,H,T,D] at (slots [B], positions [B,T]); return the slots' [B,H,S,D]."""
-        rows = slots[:, None].expand_as(positions)  # [B,T]
-        self.k[rows, :, positions] = k.transpose(1, 2)
-        self.v[rows, :, positions] = v.transpose(1, 2)
-        return select_slots(self.k, slots), select_slots(self.v, slots)
+    def update(self, rows, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               span: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [B,H,T,D] in place at (rows, positions [B,T]); return the rows' keys and
+        values [B,H,span,D]. `rows` is a slice of slots (the result is a view) or slot ids [B]
+        (a gather of `span` positions); span None reads the whole cache."""
+        span = self.max_len if span is None else span
+        if isinstance(rows, slice):
+            keys, values = self.k[rows], self.v[rows]  # views of the buffers
+            index = torch.arange(positions.shape[0], device=positions.device)[:, None]  # [B,1]
+        else:
+            keys, values = self.k, self.v
+            index = rows[:, None]
+        keys[index, :, positions] = k.transpose(1, 2)
+        values[index, :, positions] = v.transpose(1, 2)
+        if isinstance(rows, slice):
+            return keys[:, :, :span], values[:, :, :span]
+        return select_slots(keys[:, :, :span], rows), select_slots(values[:, :, :span], rows)
 
 
-def select_slots(buffer: torch.Tensor, slots: torch.Tensor, dim: int = 0) -> torch.Tensor:
-    """buffer's rows `slots` along `dim`: a view when they are a contiguous run (the usual
-    case for a full batch), a gather otherwise. The check reads CPU tensors only, so a CUDA
-    step stays free of host syncs (and gathers)."""
-    if slots.device.type == "cpu" and slots.numel() > 0:
-        ids = slots.tolist()  # one call: indexing the tensor element by element costs more
-        if ids == list(range(ids[0], ids[0] + len(ids))):
-            return buffer.narrow(dim, ids[0], len(ids))
-    return buffer.index_select(dim, slots)
+def select_slots(buffer: torch.Tensor, rows) -> torch.Tensor:
+    """buffer's rows (dim 0) for a step: a view for a slice of slots, a gather for slot ids."""
+    return buffer[rows] if isinstance(rows, slice) else buffer.index_select(0, rows)
 
 
-def cache_mask(positions: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Boolean [B,1,T,S]: a query at position p sees cache entries 0..p of its own row."""
-    keys = torch.arange(max_len, device=positions.device)
+def cache_mask(positions: torch.Tensor, span: int) -> torch.Tensor:
+    """Boolean [B,1,T,span]: a query at position p sees cache entries 0..p of its own row."""
+    keys = torch.arange(span, device=positions.device)
     return (keys[None, None, :] <= positions[:, :, None])[:, None]
 
 
@@ -278,6 +315,8 @@ class Attention(nn.Module):
 
     Training passes `mask` [B,1,T,T]; decoding passes a KVCache, `slots` and `positions`.
     """
+
+    exact: bool | None = None  # choose_kernels
 
     def __init__(self, dim: int, heads: int, rope_theta: float | None = None, bias: bool = False):
         super().__init__()
@@ -299,16 +338,22 @@ class Attention(nn.Module):
         positions: torch.Tensor,  # [B,T]
         mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
-        slots: torch.Tensor | None = None,
+        slots=None,
+        span: int | None = None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
+        """With a cache, `mask` may be given for the step (cache_mask over `span`) and `rope`
+        (rope_cos_sin of `positions`): a decoder computes both once per step, not per layer."""
         q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
         if self.rope_theta is not None:
-            cos, sin = rope_cos_sin(positions, self.head_dim, self.rope_theta, q.dtype)
+            cos, sin = rope if rope is not None else rope_cos_sin(positions, self.head_dim,
+                                                                  self.rope_theta, q.dtype)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
-            k, v = cache.update(slots, positions, k, v)
-            mask = cache_mask(positions, cache.max_len)
-        out = attention(q, k, v, mask)
+            k, v = cache.update(slots, positions, k, v, span)
+            if mask is None:
+                mask = cache_mask(positions, k.shape[2])
+        out = attention(q, k, v, mask, self.exact)
         b, _, t, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -318,6 +363,8 @@ class CrossAttention(nn.Module):
 
     `memory_kv` projects visual tokens once per request; the engine keeps the result per slot.
     """
+
+    exact: bool | None = None  # choose_kernels
 
     def __init__(self, dim: int, heads: int):
         super().__init__()
@@ -344,5 +391,5 @@ class CrossAttention(nn.Module):
     ) -> torch.Tensor:
         b, t, _ = x.shape
         q = self.q_proj(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
-        out = attention(q, k, v, memory_mask)
+        out = attention(q, k, v, memory_mask, self.exact)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

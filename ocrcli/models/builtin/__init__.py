@@ -20,11 +20,9 @@ from ocrcli.models.builtin.layout import (
     segment_lines,
     split_wide,
 )
-from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
+from ocrcli.models.builtin.model import MAX_LINE_TOKENS, BuiltinConfig, BuiltinOCR
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint
-
-MAX_LINE_TOKENS = 160  # the longest line the reader was trained on is 120 characters
 
 
 @dataclass

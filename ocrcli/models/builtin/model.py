@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from ocrcli.models.base import DecodeRequest
+from ocrcli.models import layers
+from ocrcli.models.base import DecodeRequest, ModelSpec
+from ocrcli.models.identity import BUILTIN_MAX_NEW_TOKENS
 from ocrcli.models.layers import (
     MIN_GEMM_ROWS,
     Attention,
@@ -37,6 +39,8 @@ from ocrcli.models.layers import (
     sinusoid_table,
 )
 
+PROMPT_BOUND = 64  # a line request's prompt is its BOS; the cache keeps room for more
+MAX_LINE_TOKENS = BUILTIN_MAX_NEW_TOKENS
 
 @dataclass
 class BuiltinConfig:
@@ -114,8 +118,9 @@ class DecoderLayer(nn.Module):
         self.mlp_norm = RMSNorm(cfg.dim)
         self.mlp = SwiGLU(cfg.dim, cfg.mlp_hidden)
 
-    def forward(self, x, positions, mem_k, mem_v, mem_mask, mask=None, cache=None, slots=None):
-        x = x + self.self_attn(self.self_norm(x), positions, mask=mask, cache=cache, slots=slots)
+    def forward(self, x, positions, mem_k, mem_v, mem_mask, mask=None, cache=None, slots=None, span=None):
+        x = x + self.self_attn(self.self_norm(x), positions, mask=mask, cache=cache, slots=slots,
+                               span=span)
         x = x + self.cross_attn(self.cross_norm(x), mem_k, mem_v, mem_mask)
         return x + self.mlp(self.mlp_norm(x))
 
@@ -193,6 +198,8 @@ class MTPHead(nn.Module):
     `VisualRouter` picks from the block's input state at every step (see its docstring).
     """
 
+    exact: bool | None = None  # layers.choose_kernels
+
     def __init__(self, cfg: BuiltinConfig):
         super().__init__()
         self.enorm = RMSNorm(cfg.dim)
@@ -215,19 +222,21 @@ class MTPHead(nn.Module):
         blk, attn, mlp = self.block, self.block.cross_attn, self.block.mlp
         x = torch.cat([rms_norm(emb, self.enorm.weight, self.enorm.eps),
                        rms_norm(hidden, self.hnorm.weight, self.hnorm.eps)], dim=-1)
-        g = linear(x, self.eh_proj.weight)
+        exact = self.exact
+        g = linear(x, self.eh_proj.weight, exact=exact)
         b, t, _ = g.shape
         y = rms_norm(g, blk.cross_norm.weight, blk.cross_norm.eps)
-        q = linear(y, attn.q_proj.weight).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
+        q = linear(y, attn.q_proj.weight, exact=exact).view(b, t, attn.heads, attn.head_dim).transpose(1, 2)
         if self.router is None:
-            out = attention(q, mem_k, mem_v, mem_mask)  # [B,H,T,D]
+            out = attention(q, mem_k, mem_v, mem_mask, exact)  # [B,H,T,D]
         else:
             out = self._routed_attention(y, q, mem_k, mem_v, mem_mask)
-        g = g + linear(out.transpose(1, 2).reshape(b, t, -1), attn.o_proj.weight)
+        g = g + linear(out.transpose(1, 2).reshape(b, t, -1), attn.o_proj.weight, exact=exact)
         if mlp is not None:
             y = rms_norm(g, blk.mlp_norm.weight, blk.mlp_norm.eps)
-            up = rowwise_silu(linear(y, mlp.gate_proj.weight)) * linear(y, mlp.up_proj.weight)
-            g = g + linear(up, mlp.down_proj.weight)
+            up = (rowwise_silu(linear(y, mlp.gate_proj.weight, exact=exact), exact)
+                  * linear(y, mlp.up_proj.weight, exact=exact))
+            g = g + linear(up, mlp.down_proj.weight, exact=exact)
         return g, rms_norm(g, self.norm.weight, self.norm.eps)
 
     def _routed_attention(self, y, q, mem_k, mem_v, mem_mask):
@@ -264,6 +273,8 @@ class DecoderLayerNoSelf(nn.Module):
 
 class BuiltinOCR(nn.Module):
     """The model, its training forward, and the engine protocol (`DecoderModel`)."""
+
+    exact: bool | None = None  # layers.choose_kernels
 
     def __init__(self, cfg: BuiltinConfig):
         super().__init__()
@@ -302,7 +313,7 @@ class BuiltinOCR(nn.Module):
         return self.embed(tokens) * self.emb_scale + self.pos_table[positions].to(self.embed.weight.dtype)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        if batch_invariant(hidden):
+        if batch_invariant(hidden, self.exact):
             return rowwise_matmul(hidden, self.embed.weight.t())
         return hidden @ self.embed.weight.t()
 
@@ -340,6 +351,17 @@ class BuiltinOCR(nn.Module):
         return out
 
     # -- the engine protocol -------------------------------------------------------------
+    @property
+    def spec(self) -> ModelSpec:
+        p = self.embed.weight
+        return ModelSpec(device=p.device, dtype=p.dtype, eos_id=self.eos_id, vocab_size=self.vocab_size,
+                         hidden_size=self.cfg.dim, max_draft_depth=self.max_draft_depth,
+                         max_positions=self.pos_table.shape[0], prompt_bound=PROMPT_BOUND,
+                         default_max_new_tokens=MAX_LINE_TOKENS)
+
+    def choose_kernels(self, exact: bool) -> None:
+        layers.choose_kernels(self, exact)
+
     def setup_cache(self, slots: int, max_len: int) -> None:
         p = self.embed.weight
         c = self.cfg
@@ -382,16 +404,16 @@ class BuiltinOCR(nn.Module):
         return hidden[:, -1], logits[:, -1], lengths
 
     @torch.no_grad()
-    def forward(self, slots, tokens, positions):
+    def forward(self, slots, tokens, positions, span=None):
         x = self.embed_tokens(tokens, positions)
         for i, layer in enumerate(self.layers):
             k, v, mask = self._mem(i, slots)
-            x = layer(x, positions, k, v, mask, cache=self.caches[i], slots=slots)
+            x = layer(x, positions, k, v, mask, cache=self.caches[i], slots=slots, span=span)
         hidden = self.norm(x)
         return hidden, self.logits(hidden)
 
     @torch.no_grad()
-    def draft(self, slots, hidden, tokens, positions):
+    def draft(self, slots, hidden, tokens, positions, span=None):
         """hidden [B,d], tokens, positions [B] -> logits [B,V], the head's hidden [B,d].
 
         Below MIN_GEMM_ROWS rows each row is repeated as that many query positions: the
@@ -408,5 +430,5 @@ class BuiltinOCR(nn.Module):
                              k, v, mask)
         return self.logits(normed)[:, 0], g[:, 0]
 
-    def draft_commit(self, slots, hidden, tokens, positions) -> None:
+    def draft_commit(self, slots, hidden, tokens, positions, span=None) -> None:
         """The head reads only the line, never earlier text: nothing to refill."""

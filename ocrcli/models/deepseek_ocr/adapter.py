@@ -17,6 +17,7 @@ from ..base import DecodeRequest, GuardConfig
 from .config import DEEPSEEK_OCR, JINA_OCR_V1, DeepseekOcrConfig
 from .postprocess import clean_markdown
 from .preprocess import (
+    MAX_TILES,
     MODES,
     ImageMode,
     PageVisual,
@@ -86,7 +87,7 @@ class DeepseekOcrPageAdapter:
     config: DeepseekOcrConfig
     mode: ImageMode = field(default_factory=lambda: MODES["gundam"])
     instruction: str = ""  # empty: the model's default
-    max_tiles: int = 9  # the official vLLM script uses 6 to save memory
+    max_tiles: int = MAX_TILES  # the HF reference's 9; the official vLLM scripts use 6 (memory)
     figure_format: str = "<!-- figure {box} -->"
 
     def __post_init__(self) -> None:
@@ -96,7 +97,11 @@ class DeepseekOcrPageAdapter:
     @property
     def max_prompt_tokens(self) -> int:
         """An upper bound on a page's prompt length, for sizing the static caches: the global
-        view with its newlines and separator, `max_tiles` tiles with theirs, and the text."""
+        view with its newlines and separator, `max_tiles` tiles with theirs, and the text.
+
+        Any page over TILE_THRESHOLD may be tiled in a crop mode, so the bound assumes the most
+        tiles; a grid of across*down <= max_tiles tiles fills (down*t) * (across*t + 1) slots,
+        at most max_tiles * (t*t + t)."""
         mode = self.mode.scaled(self.config.image_size_scale)
         patch = self.config.sam.patch_size
         q = compressed_side(mode.base_size if mode.crop else mode.image_size, patch)

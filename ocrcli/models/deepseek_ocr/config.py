@@ -160,11 +160,15 @@ def full_config(arch: str) -> DeepseekOcrConfig:
     raise ValueError(f"unknown arch {arch!r}; expected one of {ARCHES}")
 
 
-def tiny_config(arch: str) -> DeepseekOcrConfig:
-    """Every dimension scaled down, for tests. The vocabulary keeps its official size so that
-    the special tokens sit at their official ids. Image modes scale by sam.image_size / 1024
-    (Gundam: 128 global, 80 tiles), and window 3 forces the padded-window path."""
+def tiny_config(arch: str, full_structure: bool = False) -> DeepseekOcrConfig:
+    """Every width scaled down, for tests. The vocabulary keeps its official size so that
+    the special tokens sit at their official ids, and the decoder its official
+    `max_position_embeddings`, so default token caps meet the real limit. Image modes scale by
+    sam.image_size / 1024 (Gundam: 128 global, 80 tiles), and window 3 forces the
+    padded-window path. `full_structure` keeps the decoder's depth and experts (12 layers, 64
+    routed experts, top-6) at tiny width: the operator count per step of the real model."""
     full = full_config(arch)
+    depth = {} if full_structure else {"layers": 3, "n_routed_experts": 8, "experts_per_token": 3}
     return replace(
         full,
         sam=SamConfig(
@@ -174,9 +178,8 @@ def tiny_config(arch: str) -> DeepseekOcrConfig:
         ),
         clip=ClipConfig(width=32, layers=2, heads=2, mlp_dim=64, patch_size=14, image_size=28),
         decoder=replace(
-            full.decoder, hidden_size=32, layers=3, heads=2, intermediate_size=64,
-            moe_intermediate_size=16, n_routed_experts=8, experts_per_token=3,
-            max_position_embeddings=2048,
+            full.decoder, hidden_size=32, heads=2, intermediate_size=64,
+            moe_intermediate_size=16, **depth,
         ),
     )
 

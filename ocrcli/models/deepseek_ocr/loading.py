@@ -212,8 +212,8 @@ def load(
     expected = {name: tuple(t.shape) for name, t in net.state_dict().items()}
     check_tensors(expected, checkpoint_shapes(shards), cfg.arch)
     load_weights(net, shards, device, dtype)
-    decoder = DeepseekOcrDecoder(net)
     adapter = DeepseekOcrPageAdapter(tokenizer, cfg, mode=MODES[mode], instruction=instruction or "")
+    decoder = DeepseekOcrDecoder(net, prompt_bound=adapter.max_prompt_tokens)
     return LoadedModel(
         model_id=path_or_id if not Path(path_or_id).is_dir() else str(folder.resolve()),
         weights_hash=weights_fingerprint(folder, shards),

@@ -17,7 +17,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..layers import KVCache, Linear, RMSNorm, batch_invariant, rowwise_matmul
+from ..layers import (
+    KVCache,
+    Linear,
+    RMSNorm,
+    batch_invariant,
+    cache_mask,
+    gemm_rows_are_independent,
+    pad_rows,
+    rope_cos_sin,
+    rowwise_matmul,
+)
 from .config import DeepseekOcrConfig
 from .decoder import DecoderLayer, MtpModule
 from .vision import (
@@ -37,19 +47,24 @@ class VocabLinear(Linear):
     and the probe's cost grows with the width: 4 s for a 32 x 129,280 head on one core, a
     minute or more at full size. Blocks of `BLOCK` columns (and one narrower last block)
     need only two cheap probes; each block is a separate row-independent product, so a
-    row's logits still do not depend on the other rows."""
+    row's logits still do not depend on the other rows. The rows are padded once for all
+    blocks (a product per block, not a padded copy per block: the head runs on every draft
+    step)."""
 
     BLOCK = 4096
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not batch_invariant(x) or self.out_features <= self.BLOCK:
+        if not batch_invariant(x, self.exact) or self.out_features <= self.BLOCK:
             return super().forward(x)
         w_t = self.weight.t()
-        y = torch.cat(
-            [rowwise_matmul(x, w_t[:, i : i + self.BLOCK])
-             for i in range(0, self.out_features, self.BLOCK)],
-            dim=-1,
-        )
+        blocks = [w_t[:, i : i + self.BLOCK] for i in range(0, self.out_features, self.BLOCK)]
+        if not all(gemm_rows_are_independent(b.shape[0], b.shape[1], x.dtype) for b in blocks[-2:]):
+            y = torch.cat([rowwise_matmul(x, b) for b in blocks], dim=-1)
+        else:
+            rows = x.reshape(-1, x.shape[-1])
+            padded = pad_rows(rows)
+            y = torch.cat([padded @ b for b in blocks], dim=-1)[: rows.shape[0]]
+            y = y.view(*x.shape[:-1], -1)
         return y if self.bias is None else y + self.bias
 
 
@@ -95,11 +110,18 @@ class DeepseekOcrModel(nn.Module):
         caches: list[KVCache] | None = None,
         slots: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,  # [B,1,T,T] when running without caches
+        span: int | None = None,  # cache positions attention reads (None: all)
     ) -> torch.Tensor:
-        """-> hidden [B,T,d] before the final norm."""
+        """-> hidden [B,T,d] before the final norm. With caches, the rotary tables and the
+        cache mask are computed once for every layer."""
+        rope = None
+        if caches is not None:
+            attn = self.layers[0].self_attn
+            rope = rope_cos_sin(positions, attn.head_dim, attn.rope_theta, x.dtype)
+            mask = cache_mask(positions, min(caches[0].max_len, span or caches[0].max_len))
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
-            x = layer(x, positions, cache=cache, slots=slots, mask=mask)
+            x = layer(x, positions, cache=cache, slots=slots, mask=mask, span=span, rope=rope)
         return x
 
 

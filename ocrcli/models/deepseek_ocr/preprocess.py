@@ -1,12 +1,14 @@
 """Page image -> the pixel views DeepSeek-OCR reads, and how many <image> slots they fill.
 
 Official behaviour (fact sheet §5-§6): RGB after the EXIF transpose; x/255 then
-Normalize(0.5, 0.5). Crop modes cut the page into 2..9 tiles of the tile size on the grid
-whose aspect ratio is closest to the page's, plus a global view padded (grey 127, aspect
-kept, bicubic, centred) to the base size. Non-crop modes stretch small sizes (<= 640) and
-pad larger ones.
+Normalize(0.5, 0.5). Crop modes always make a global view padded (grey 127, aspect kept,
+bicubic, centred) to the base size; a page with a side over 640 pixels (TILE_THRESHOLD,
+whatever the mode's tile size) is also cut into 2..max_tiles tiles (9 by default) of the
+tile size on the grid whose aspect ratio is closest to the page's. Non-crop modes stretch
+small sizes (<= 640) and pad larger ones.
 
-A scaled-down model (tiny tests) scales every size by `scale` (sam.image_size / 1024).
+A scaled-down model (tiny tests) scales every size by `scale` (sam.image_size / 1024),
+the two 640-pixel thresholds included.
 """
 
 from __future__ import annotations
@@ -21,6 +23,18 @@ from .vision import compressed_side
 
 PAD_GREY = (127, 127, 127)  # int(0.5 * 255) per channel, as the official code computes it
 STRETCH_MAX = 640  # non-crop modes up to this size stretch; larger ones pad
+# Crop modes tile a page only when a side exceeds this, in every crop mode: the threshold is
+# a fixed 640, not the mode's tile size (DeepSeek-OCR-vllm: process/image_process.py,
+# DeepseekOCRProcessor.tokenize_with_images; deepseek_ocr.py,
+# DeepseekOCRProcessingInfo.get_num_image_tokens; the HF reference: modeling_deepseekocr.py,
+# the model's `infer`). In gundam-m (tile 1024) a page of 641..1024 pixels therefore gets
+# 1024-pixel tiles, upscaled.
+TILE_THRESHOLD = 640
+# Largest tile count by default: the HF reference calls dynamic_preprocess with its default
+# max_num=9 (modeling_deepseekocr.py); the vLLM scripts pass MAX_CROPS = 6 from config.py
+# (its comment: "max:9", 6 for small GPUs). Callers choose with `max_tiles`.
+MAX_TILES = 9
+MIN_TILES = 2
 
 
 @dataclass(frozen=True)
@@ -73,7 +87,7 @@ def to_tensor(image: Image.Image) -> torch.Tensor:
     return torch.from_numpy((array - 0.5) / 0.5).permute(2, 0, 1).contiguous()
 
 
-def candidate_grids(min_tiles: int = 2, max_tiles: int = 9) -> list[tuple[int, int]]:
+def candidate_grids(min_tiles: int = MIN_TILES, max_tiles: int = MAX_TILES) -> list[tuple[int, int]]:
     """All (across, down) grids with min <= across*down <= max, ordered by tile count.
 
     Built as a set and stably sorted by the product, as the reference does, so that grids
@@ -90,7 +104,11 @@ def candidate_grids(min_tiles: int = 2, max_tiles: int = 9) -> list[tuple[int, i
 
 
 def choose_grid(
-    width: int, height: int, tile_size: int, min_tiles: int = 2, max_tiles: int = 9
+    width: int,
+    height: int,
+    tile_size: int,
+    min_tiles: int = MIN_TILES,
+    max_tiles: int = MAX_TILES,
 ) -> tuple[int, int]:
     """The (across, down) grid whose ratio is closest to width/height. On a tie, the later
     (larger) grid wins if the page has more than half the pixels that grid's tiles hold."""
@@ -116,8 +134,14 @@ def cut_tiles(image: Image.Image, grid: tuple[int, int], tile_size: int) -> list
     ]
 
 
+def needs_tiles(width: int, height: int, scale: float = 1.0) -> bool:
+    """Whether a crop mode tiles a page of this size: a side over TILE_THRESHOLD (scaled)."""
+    threshold = round(TILE_THRESHOLD * scale)
+    return width > threshold or height > threshold
+
+
 def preprocess_page(
-    image: Image.Image, mode: ImageMode, scale: float = 1.0, max_tiles: int = 9
+    image: Image.Image, mode: ImageMode, scale: float = 1.0, max_tiles: int = MAX_TILES
 ) -> PageVisual:
     mode = mode.scaled(scale)
     image = to_rgb(image)
@@ -133,7 +157,7 @@ def preprocess_page(
     tiles = None
     grid = (1, 1)
     width, height = image.size
-    if width > mode.image_size or height > mode.image_size:
+    if needs_tiles(width, height, scale):
         grid = choose_grid(width, height, mode.image_size, max_tiles=max_tiles)
         tiles = torch.stack([to_tensor(t) for t in cut_tiles(image, grid, mode.image_size)])
     return PageVisual(to_tensor(global_view), tiles, grid)

@@ -4,7 +4,7 @@ Owns the static caches: one KVCache per decoder layer, plus the MTP head's own o
 cache over text positions (Jina). Cache rows are slots; the engine keeps each slot's length,
 and rollback is by length alone (stale entries are masked by position and overwritten).
 
-Draft invariant (fact sheet §9.2): the head's cache entry at position p comes from the token
+Draft invariant (Jina-OCR-v1's FastMTP head): the head's cache entry at position p comes from the token
 at p and the *target* hidden at p-1. prefill primes it over the prompt; draft() writes
 provisional entries from the head's own hidden; draft_commit() rewrites the verified ones.
 
@@ -17,25 +17,41 @@ from collections import defaultdict
 
 import torch
 
-from ..base import DecodeRequest
+from .. import layers
+from ..base import DecodeRequest, ModelSpec
 from ..layers import KVCache
+from .decoder import MoE
 from .model import DeepseekOcrForCausalLM
 from .preprocess import PageVisual
+
+# The official inference scripts' max_length; the engine lowers it where the cache ends first.
+DEFAULT_MAX_NEW_TOKENS = 8192
 
 
 class DeepseekOcrDecoder:
     """Implements ocrcli.models.base.DecoderModel."""
 
-    def __init__(self, net: DeepseekOcrForCausalLM, vision_batch: int = 8):
+    def __init__(self, net: DeepseekOcrForCausalLM, prompt_bound: int = 0, vision_batch: int = 8):
         self.net = net.eval()
         self.config = net.config
         self.eos_id = self.config.eos_id
         self.vocab_size = self.config.decoder.vocab_size
         has_head = net.mtp_module is not None
         self.max_draft_depth = self.config.mtp.speculative_steps if has_head else 0
+        # The adapter's bound on a page's prompt tokens (0: unknown; the engine is then told).
+        self.prompt_bound = prompt_bound
         self.vision_batch = vision_batch  # views per vision pass; SAM's global bias is ~HW^2
         self.caches: list[KVCache] = []
         self.draft_cache: KVCache | None = None
+
+    @property
+    def spec(self) -> ModelSpec:
+        d = self.config.decoder
+        return ModelSpec(device=self.device, dtype=self.dtype, eos_id=self.eos_id,
+                         vocab_size=self.vocab_size, hidden_size=d.hidden_size,
+                         max_draft_depth=self.max_draft_depth,
+                         max_positions=d.max_position_embeddings, prompt_bound=self.prompt_bound,
+                         default_max_new_tokens=DEFAULT_MAX_NEW_TOKENS)
 
     @property
     def device(self) -> torch.device:
@@ -49,6 +65,9 @@ class DeepseekOcrDecoder:
     def max_len(self) -> int:
         return self.caches[0].max_len if self.caches else 0
 
+    def choose_kernels(self, exact: bool) -> None:
+        layers.choose_kernels(self.net, exact)
+
     def setup_cache(self, slots: int, max_len: int) -> None:
         d = self.config.decoder
         if max_len > d.max_position_embeddings:
@@ -60,6 +79,9 @@ class DeepseekOcrDecoder:
             return KVCache(slots, d.heads, max_len, d.head_dim, self.dtype, self.device)
 
         self.caches = [make() for _ in range(d.layers)]
+        for module in self.net.modules():  # before any step: a compiled one cannot allocate them
+            if isinstance(module, MoE):
+                module.stack_experts()
         self.draft_cache = make() if self.net.mtp_module is not None else None
 
     # ------------------------------------------------------------------------------ vision
@@ -114,10 +136,9 @@ class DeepseekOcrDecoder:
         mtp = self.config.mtp
         return pre_norm if mtp is not None and mtp.target_tap == "pre_norm" else post_norm
 
-    def _on_device(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(t.to(self.device) for t in tensors)  # no-op when already there
-
     def _check_positions(self, positions: torch.Tensor) -> None:
+        """Prefill only: a decode step's positions are the engine's to keep inside the cache
+        (reading them here would cost a host sync per step)."""
         if not self.caches:
             raise RuntimeError("setup_cache() must be called first")
         if int(positions.max()) >= self.max_len:
@@ -172,51 +193,48 @@ class DeepseekOcrDecoder:
                  cache=self.draft_cache, slots=slots)
         return tap[rows, last], logits, torch.tensor(lengths, device=self.device)
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: torch.compile's AOT tracing rejects its tensors
     def forward(
-        self, slots: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor
+        self, rows, tokens: torch.Tensor, positions: torch.Tensor, span: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        slots, tokens, positions = self._on_device(slots, tokens, positions)
-        self._check_positions(positions)
+        """tokens, positions [B,T] on the device -> hidden [B,T,d], logits [B,T,V] float32."""
         model = self.net.model
-        pre = model.run_layers(model.embed_tokens(tokens), positions, self.caches, slots)
+        pre = model.run_layers(model.embed_tokens(tokens), positions, self.caches, rows, span=span)
         post = model.norm(pre)
-        return self._tap(pre, post), self.net.logits(post)  # [B,T,d], [B,T,V] float32
+        return self._tap(pre, post), self.net.logits(post)
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def draft(
         self,
-        slots: torch.Tensor,  # [B]
+        rows,  # the step's slots: a slice, or ids [B]
         hidden: torch.Tensor,  # [B,d] from position p-1 (target, or the head's previous step)
         tokens: torch.Tensor,  # [B] at position p
         positions: torch.Tensor,  # [B] p
+        span: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [B,V] for p+1, the head's hidden [B,d]
         if self.draft_cache is None:
             raise RuntimeError("this model has no draft head (max_draft_depth is 0)")
-        slots, tokens, positions = self._on_device(slots, tokens, positions)
         positions = positions[:, None]  # [B,1]
-        self._check_positions(positions)
         embeds = self.net.embed_for_draft(tokens[:, None], positions)
         x = self.net.mtp_module.heads[0](
-            embeds, hidden[:, None], positions, cache=self.draft_cache, slots=slots
+            embeds, hidden[:, None], positions, cache=self.draft_cache, slots=rows, span=span
         )
         # The shared final norm; its output feeds the LM head and is the next step's hidden.
         out = self.net.model.norm(x)[:, 0]  # [B,d]
         return self.net.logits(out), out
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def draft_commit(
         self,
-        slots: torch.Tensor,  # [B]
+        rows,  # the step's slots: a slice, or ids [B]
         hidden: torch.Tensor,  # [B,T,d] target hidden from each position minus one
         tokens: torch.Tensor,  # [B,T] verified tokens
         positions: torch.Tensor,  # [B,T]
+        span: int | None = None,
     ) -> None:
         if self.draft_cache is None:
             return
-        slots, tokens, positions = self._on_device(slots, tokens, positions)
-        self._check_positions(positions)
         embeds = self.net.embed_for_draft(tokens, positions)
         self.net.mtp_module.heads[0](
-            embeds, hidden, positions, cache=self.draft_cache, slots=slots
+            embeds, hidden, positions, cache=self.draft_cache, slots=rows, span=span
         )
