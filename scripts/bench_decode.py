@@ -172,16 +172,23 @@ def main() -> int:
               "best_speedup_batch1": best_by_batch.get(1), "best_speedup_batch8": best_by_batch.get(8)}
     if dispatch is not None:
         result["dispatch"] = dispatch
-    if args.json:
-        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
-    else:
-        print(f"{'batch':>5} {'mode':<16} {'tok/s':>9} {'tok/verify':>10} {'speedup':>8} identical")
-        for r in rows:
-            print(f"{r['batch']:>5} {r['mode']:<16} {r['tokens_per_s']:>9.1f} "
-                  f"{r['mean_accepted']:>10.2f} {r['speedup']:>7.2f}x {r['identical']}")
-        print(f"identical to greedy: {identical}; best speedup batch 1: {best_by_batch.get(1)}, "
-              f"batch 8: {best_by_batch.get(8)}")
+    print_result(result, args.json)
     return 0 if identical else 1
+
+
+def print_result(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return
+    print(f"{'batch':>5} {'mode':<16} {'tok/s':>9} {'tok/verify':>10} {'speedup':>8} identical")
+    for r in result["rows"]:
+        print(f"{r['batch']:>5} {r['mode']:<16} {r['tokens_per_s']:>9.1f} "
+              f"{r['mean_accepted']:>10.2f} {r['speedup']:>7.2f}x {r['identical']}")
+    for d in result.get("dispatch", []):
+        print(f"{d['batch']:>5} {d['kernels']:<6} {d['mode']:<8} aten ops/step {d['aten_ops_per_step']:>8} "
+              f"host syncs/step {d['host_syncs_per_step']} identical {d['identical']}")
+    print(f"identical to greedy: {result['identical']}; best speedup batch 1: "
+          f"{result['best_speedup_batch1']}, batch 8: {result['best_speedup_batch8']}")
 
 
 if __name__ == "__main__":

@@ -235,7 +235,7 @@ def _decode_row(model, requests, short, batch, depth, capture, greedy, peak_gbs)
     row = {"arch": model.config.arch, "batch": batch, "mode": f"oracle K={depth}" if depth else "greedy",
            "captured": capture is not None, "capture_error": error,
            "decode_tokens_per_s": round(tokens / seconds, 1), "step_ms": round(1000 * step_s, 3),
-           "roofline_fraction": round(bytes_per_step / step_s / (peak_gbs * 1e9), 4),
+           "roofline_fraction": float(f"{bytes_per_step / step_s / (peak_gbs * 1e9):.3g}"),
            "_outputs": outputs}
     if greedy is not None:
         row["identical_to_greedy"] = outputs == greedy

@@ -250,17 +250,22 @@ def sinusoid_table(length: int, dim: int) -> torch.Tensor:
 def rope_cos_sin(
     positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """positions [B,T] -> cos, sin [B,1,T,D] in the rotate-half layout (HF/DeepSeek-V2)."""
+    """positions [B,T] -> cos, signed sin [B,1,T,D] in the rotate-half layout (HF/DeepSeek-V2).
+
+    The sine's first half is negated: rotate_half(x) * sin is then x.roll(D/2) * signed sin,
+    bitwise (a product's sign does not depend on which factor carries it), and one roll
+    replaces rotate_half's two slices, negation and concatenation in every layer."""
     inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim))
     freqs = positions.float()[..., None] * inv  # [B,T,D/2]
     emb = torch.cat([freqs, freqs], dim=-1)[:, None]  # [B,1,T,D]
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+    sign = torch.ones(head_dim, device=positions.device)
+    sign[: head_dim // 2] = -1.0
+    return emb.cos().to(dtype), (emb.sin() * sign).to(dtype)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """x * cos + rotate_half(x) * sin, with rope_cos_sin's signed sine."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class KVCache(nn.Module):

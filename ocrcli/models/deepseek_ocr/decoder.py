@@ -189,12 +189,15 @@ class MoE(nn.Module):
         training = torch.is_grad_enabled() and self.experts[0].gate_proj.weight.requires_grad
         if n <= self.gather_max_tokens and not training:
             pair_out = self._gathered(tokens, experts)  # [N*k,d], token-major
+            if not batch_invariant(tokens, self.exact):  # weight and sum in one product
+                routed = torch.bmm(weights[:, None], pair_out.float().view(n, k, -1))[:, 0]
+                return routed.to(x.dtype).reshape(shape) + self.shared_experts(x)
             pair_out = pair_out.float() * weights.reshape(-1, 1)
         else:
             pair_out = self._grouped(tokens, weights, experts)  # [N*k,d] float32
-        # Weight and sum the k outputs of each token in float32, in rank order, by elementwise
-        # adds (no reduction kernel whose blocking could depend on N): deterministic and
-        # independent of the batch.
+        # Exact: weight and sum the k outputs of each token in float32, in rank order, by
+        # elementwise adds (no reduction kernel whose blocking could depend on N):
+        # deterministic and independent of the batch.
         pair_out = pair_out.view(n, k, -1)
         routed = pair_out[:, 0].clone()
         for rank in range(1, k):
