@@ -2,11 +2,13 @@
 
     python scripts/bench_pipeline.py                 # a 60-page PDF made from samples/
     python scripts/bench_pipeline.py --measure-rss   # also peak RSS, 10 vs 500 pages
+    python scripts/bench_pipeline.py --model CHECKPOINT --device cuda
 
 The same PDF is converted twice in one run: through the whole pipeline (`ocrcli convert`'s
 Converter: renderer processes, engine, atomic writes), and through the engine alone on pages
-rendered beforehand (layout, decoding and assembly, no rendering, no writes). Prints JSON with
-pipeline_pages_per_s, engine_only_pages_per_s and their ratio.
+rendered beforehand (layout, decoding and assembly, no rendering, no writes), both with the
+engine the converter builds (`convert.make_engine`). Prints JSON with pipeline_pages_per_s,
+engine_only_pages_per_s and their ratio.
 """
 
 from __future__ import annotations
@@ -22,11 +24,10 @@ import orjson
 import pypdfium2 as pdfium
 import torch
 
-from ocrcli.convert import Converter, ConvertSettings, decode_threads
-from ocrcli.engine.policy import DraftPolicy, default_policy
-from ocrcli.engine.scheduler import Engine, list_source
+from ocrcli.convert import Converter, ConvertSettings, decode_threads, make_engine, max_new_tokens
+from ocrcli.engine.scheduler import list_source
 from ocrcli.inputs import PageRef
-from ocrcli.models.registry import load_model
+from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.progress import Reporter
 from ocrcli.render import RenderSettings, render_page
 
@@ -46,23 +47,26 @@ def make_pdf(path: Path, pages: int) -> Path:
     return path
 
 
-def pipeline(pdf: Path, out: Path, batch: int, max_new: int, depth: int | None) -> tuple[float, int]:
-    s = ConvertSettings(inputs=[str(pdf)], out=out, model="builtin", device="cpu",
-                        batch_size=batch, max_new_tokens=max_new, draft_depth=depth,
-                        resume=False, render_workers=1, log="plain", quiet=True)
+def settings(pdf: Path, out: Path | None, args) -> ConvertSettings:
+    return ConvertSettings(inputs=[str(pdf)], out=out, model=args.model, device=args.device,
+                           batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                           draft_depth=args.draft_depth, resume=False, render_workers=1,
+                           log="plain", quiet=True)
+
+
+def pipeline(s: ConvertSettings) -> tuple[float, int]:
     t0 = time.perf_counter()
     code, summary = Converter(s, Reporter("plain", quiet=True)).run()
     return time.perf_counter() - t0, summary["pages"]["converted"]
 
 
-def engine_only(pdf: Path, batch: int, max_new: int, depth: int | None) -> tuple[float, int]:
-    loaded = load_model("builtin", "cpu")
+def engine_only(pdf: Path, s: ConvertSettings) -> tuple[float, int]:
+    loaded = load_model(s.model, resolve_device(s.device))
     n = len(pdfium.PdfDocument(str(pdf)))
     images = [render_page(PageRef(0, pdf, "pdf", p), RenderSettings()).image for p in range(1, n + 1)]
-    d = loaded.model.max_draft_depth if depth is None else depth
-    policy = default_policy(d, batch) if depth is None else DraftPolicy(d)
+    max_new = max_new_tokens(s, loaded.model.spec.default_max_new_tokens)
     t0 = time.perf_counter()
-    engine = Engine(loaded.model, batch, max_new, policy, loaded.guard)
+    engine = make_engine(loaded, s, max_new)
     reqs, pages = [], []
     for i, img in enumerate(images):
         page_reqs = loaded.adapter.page_requests(img, max_new)
@@ -105,7 +109,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pages", type=int, default=60)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's")
+    ap.add_argument("--model", default="builtin")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--draft-depth", type=int, default=None)
     ap.add_argument("--measure-rss", action="store_true")
     args = ap.parse_args()
@@ -114,9 +120,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pdf = make_pdf(tmp / "bench.pdf", args.pages)
-        engine_s, n = engine_only(pdf, args.batch_size, args.max_new_tokens, args.draft_depth)
-        pipe_s, converted = pipeline(pdf, tmp / "out", args.batch_size, args.max_new_tokens,
-                                     args.draft_depth)
+        engine_s, n = engine_only(pdf, settings(pdf, None, args))
+        pipe_s, converted = pipeline(settings(pdf, tmp / "out", args))
         result = {"pages": n, "converted": converted, "batch_size": args.batch_size,
                   "torch_threads": torch.get_num_threads(),
                   "pipeline_seconds": round(pipe_s, 2), "engine_only_seconds": round(engine_s, 2),

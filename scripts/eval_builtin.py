@@ -27,7 +27,7 @@ from rapidfuzz.distance import Levenshtein
 from ocrcli.convert import ConvertSettings
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.inputs import PageRef, collect
-from ocrcli.models.registry import load_model
+from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.training.synth import available_fonts, make_page
 from ocrcli.training.text import TextSources, missing_word_list
@@ -82,13 +82,14 @@ def acceptance(records, depth: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="builtin")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, auto")
     ap.add_argument("--pages", type=int, default=30, help="synthetic pages per set")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     warning = missing_word_list()
     if warning:
         print(warning, file=sys.stderr)
-    loaded = load_model(args.model, "cpu")
+    loaded = load_model(args.model, resolve_device(args.device))
     depth = loaded.model.max_draft_depth
     result: dict = {"model": loaded.model_id, "word_list": warning is None}
 
