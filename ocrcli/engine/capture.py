@@ -12,12 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch._dynamo.exc
+import torch._inductor.exc
 
 
 @dataclass(frozen=True)
 class CaptureSettings:
     mode: str | None = "reduce-overhead"  # torch.compile's mode (inductor); CUDA graphs
     backend: str = "inductor"  # "eager" / "aot_eager" trace without generating code (tests)
+
+
+# Graphs one step function may hold: (rows, T, span) shapes per engine, times the engines a
+# process builds over one model class (dynamo counts them per code object). Past torch's
+# default of 8, fullgraph=True would fail instead of compiling another shape.
+RECOMPILE_LIMIT = 256
+# What a step that cannot be compiled raises (tracing, code generation or the recompile
+# limit), before it has changed any state: the engine then runs it eagerly.
+CAPTURE_FAILURES = (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit,
+                    torch._inductor.exc.InductorError)
 
 
 class CapturedSteps:
@@ -29,9 +41,21 @@ class CapturedSteps:
         options = {"fullgraph": True, "dynamic": False, "backend": settings.backend}
         if settings.backend == "inductor" and settings.mode:
             options["mode"] = settings.mode
-        self.forward = torch.compile(model.forward, **options)
-        self.draft = torch.compile(model.draft, **options)
-        self.draft_commit = torch.compile(model.draft_commit, **options)
+        self._forward = torch.compile(model.forward, **options)
+        self._draft = torch.compile(model.draft, **options)
+        self._draft_commit = torch.compile(model.draft_commit, **options)
+
+    def forward(self, *args, **kwargs):
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            return self._forward(*args, **kwargs)
+
+    def draft(self, *args, **kwargs):
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            return self._draft(*args, **kwargs)
+
+    def draft_commit(self, *args, **kwargs):
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            return self._draft_commit(*args, **kwargs)
 
     def __getattr__(self, name: str):
         return getattr(self.model, name)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ocrcli import faults
-from ocrcli.engine.capture import CapturedSteps, CaptureSettings
+from ocrcli.engine.capture import CAPTURE_FAILURES, CapturedSteps, CaptureSettings
 from ocrcli.engine.decode import DecodeState, Rows, StepOutput, decode_step
 from ocrcli.engine.guard import is_looping, whitelist_mask
 from ocrcli.engine.policy import DraftPolicy
@@ -261,7 +261,7 @@ class Engine:
                 self.guard_allowed, self.proposer)
         try:
             return decode_step(self.stepper, *step, early_exit=self.exact)
-        except torch._dynamo.exc.TorchDynamoException as exc:
+        except CAPTURE_FAILURES as exc:
             if self.stepper is self.model:
                 raise
             self.stepper, self.capture_error = self.model, one_line(exc)

@@ -184,3 +184,24 @@ def test_a_captured_step_gives_the_uncaptured_tokens(name):
     got = {r.key: r.tokens for r in captured.run(list_source(list(requests)))}
     assert captured.capture_error is None
     assert got == want
+
+
+def test_a_step_that_cannot_be_captured_runs_eagerly():
+    """A graph break in a step function: the engine says why and decodes eagerly, same tokens."""
+    from ocrcli.engine.capture import CaptureSettings
+
+    model = MODELS["builtin"]()
+    requests = _requests(model, 3)
+    want = {r.key: r.tokens for r in Engine(model, 2, 12, DraftPolicy(2), GUARD, exact=False)
+            .run(list_source(list(requests)))}
+
+    def forward_with_a_break(*args, **kwargs):
+        torch._dynamo.graph_break()
+        return BuiltinOCR.forward(model, *args, **kwargs)
+
+    model.forward = forward_with_a_break
+    captured = Engine(model, 2, 12, DraftPolicy(2), GUARD, exact=False,
+                      capture=CaptureSettings(mode=None, backend="eager"))
+    got = {r.key: r.tokens for r in captured.run(list_source(list(requests)))}
+    assert captured.capture_error and captured.stepper is model
+    assert got == want
