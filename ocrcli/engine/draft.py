@@ -18,25 +18,31 @@ def draft_tokens(model, rows, hidden, tokens, positions, policy: DraftPolicy, pr
     exact CPU engine takes because a skipped draft step saves more there than the read costs."""
     b = tokens.shape[0]
     drafts: list[torch.Tensor] = []
-    depth = torch.zeros(b, dtype=torch.long, device=tokens.device)
-    alive = torch.ones(b, dtype=torch.bool, device=tokens.device)
-    path = torch.ones(b, device=tokens.device)
+    if policy.gated:
+        depth = torch.zeros(b, dtype=torch.long, device=tokens.device)
+        alive = torch.ones(b, dtype=torch.bool, device=tokens.device)
+        path = torch.ones(b, device=tokens.device)
     h, t = hidden, tokens
     for k in range(policy.max_depth):
         if proposer is not None:
             d = proposer(rows, positions + k)
-            p = torch.ones(b, device=tokens.device)
-        else:
+            p = torch.ones(b, device=tokens.device) if policy.gated else None
+        elif policy.gated:
             logits, h = model.draft(rows, h, t, positions + k, span=span)
             p, d = torch.softmax(logits.float(), dim=-1).max(dim=-1)
+        else:  # no confidence needed: the head's top token
+            logits, h = model.draft(rows, h, t, positions + k, span=span)
+            d = logits.argmax(dim=-1)
         if policy.gated:
             path = path * p
             alive = alive & (p >= policy.min_prob) & (path >= policy.min_path_prob)
             if early_exit and not alive.any():
                 break
+            depth += alive
         drafts.append(d)
-        depth += alive.long()
         t = d
+    if not policy.gated:  # every row drafts every step
+        depth = torch.full((b,), len(drafts), dtype=torch.long, device=tokens.device)
     if not drafts:
         return tokens.new_zeros(b, 0), depth
     return torch.stack(drafts, dim=1), depth

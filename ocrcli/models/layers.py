@@ -291,17 +291,15 @@ class KVCache(nn.Module):
         values [B,H,span,D]. `rows` is a slice of slots (the result is a view) or slot ids [B]
         (a gather of `span` positions); span None reads the whole cache."""
         span = self.max_len if span is None else span
-        if isinstance(rows, slice):
-            keys, values = self.k[rows], self.v[rows]  # views of the buffers
-            index = torch.arange(positions.shape[0], device=positions.device)[:, None]  # [B,1]
-        else:
-            keys, values = self.k, self.v
-            index = rows[:, None]
-        keys[index, :, positions] = k.transpose(1, 2)
-        values[index, :, positions] = v.transpose(1, 2)
-        if isinstance(rows, slice):
+        if isinstance(rows, slice):  # a scatter along positions into views of the buffers
+            keys, values = self.k[rows], self.v[rows]
+            index = positions[:, None, :, None].expand(k.shape)  # [B,H,T,D]
+            keys.scatter_(2, index, k)
+            values.scatter_(2, index, v)
             return keys[:, :, :span], values[:, :, :span]
-        return select_slots(keys[:, :, :span], rows), select_slots(values[:, :, :span], rows)
+        self.k[rows[:, None], :, positions] = k.transpose(1, 2)
+        self.v[rows[:, None], :, positions] = v.transpose(1, 2)
+        return select_slots(self.k[:, :, :span], rows), select_slots(self.v[:, :, :span], rows)
 
 
 def select_slots(buffer: torch.Tensor, rows) -> torch.Tensor:

@@ -212,15 +212,17 @@ class MoE(nn.Module):
         n, k = experts.shape
         inter = self._w2.shape[-1]
         ids = experts.reshape(-1)  # [P], P = N*k
-        x = tokens[:, None].expand(n, k, tokens.shape[-1]).reshape(n * k, -1)  # [P,d]
         w13 = self._w13[ids]  # [P,2I,d]: a gather on the device, no sync
         w2 = self._w2[ids]  # [P,d,I]
+        d = tokens.shape[-1]
         if batch_invariant(tokens, self.exact):  # gate and up apart: bitwise the grouped path's products
             exact = self.exact
+            x = tokens[:, None].expand(n, k, d).reshape(n * k, -1)  # [P,d]
             h = (rowwise_silu(pair_products(x, w13[:, :inter], exact), exact)
                  * pair_products(x, w13[:, inter:], exact))
-        else:  # one product for gate and up together: fewer, larger kernels
-            gate_up = pair_products(x, w13, False)  # [P,2I]
+        else:  # one product per token for its k experts' gate and up rows: no copy of x
+            gate_up = torch.bmm(tokens[:, None], w13.view(n, k * 2 * inter, d).transpose(1, 2))
+            gate_up = gate_up.view(n * k, 2 * inter)  # [P,2I]
             h = rowwise_silu(gate_up[:, :inter], False) * gate_up[:, inter:]  # [P,I]
         return pair_products(h, w2, self.exact)  # [P,d]
 

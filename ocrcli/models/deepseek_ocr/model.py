@@ -119,6 +119,9 @@ class DeepseekOcrModel(nn.Module):
             attn = self.layers[0].self_attn
             rope = rope_cos_sin(positions, attn.head_dim, attn.rope_theta, x.dtype)
             mask = cache_mask(positions, min(caches[0].max_len, span or caches[0].max_len))
+            if not batch_invariant(x, attn.exact):  # SDPA would turn a bool mask to float per layer
+                mask = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill_(
+                    ~mask, float("-inf"))
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
             x = layer(x, positions, cache=cache, slots=slots, mask=mask, span=span, rope=rope)
