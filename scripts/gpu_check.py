@@ -1,6 +1,6 @@
 """The GPU path end to end, in one command that prints one JSON object.
 
-    python scripts/gpu_check.py                      # on a CUDA device (about 8 minutes on one H200)
+    python scripts/gpu_check.py                      # on a CUDA device (sized for 8 minutes on one H200)
     python scripts/gpu_check.py --device cpu --tiny  # the same code paths at tiny sizes (CI)
 
 (a) `tiny`: tiny DeepSeek-OCR and Jina-OCR-v1 checkpoints (scripts/make_tiny_checkpoint.py)
