@@ -121,5 +121,6 @@ def _advance(state: DecodeState, rows: Rows, drafts, accepted, next_token, next_
     written = torch.where(steps[None] == accepted[:, None], next_token[:, None], written)
     history, history_len = state.history[rows], state.history_len[rows]
     history.scatter_(1, history_len[:, None] + steps[None], written)
-    state.history[rows] = history
+    if not isinstance(rows, slice):  # slot ids gathered a copy; a run of slots is a view
+        state.history[rows] = history
     state.history_len[rows] = (history_len + accepted + 1).clamp(max=history.shape[1] - k - 1)

@@ -26,13 +26,13 @@ def draft_tokens(model, rows, hidden, tokens, positions, policy: DraftPolicy, pr
     for k in range(policy.max_depth):
         if proposer is not None:
             d = proposer(rows, positions + k)
-            p = torch.ones(b, device=tokens.device) if policy.gated else None
-        elif policy.gated:
+            p = torch.ones(b, device=tokens.device)
+        else:
             logits, h = model.draft(rows, h, t, positions + k, span=span)
-            p, d = torch.softmax(logits.float(), dim=-1).max(dim=-1)
-        else:  # no confidence needed: the head's top token
-            logits, h = model.draft(rows, h, t, positions + k, span=span)
-            d = logits.argmax(dim=-1)
+            if policy.gated:
+                p, d = torch.softmax(logits.float(), dim=-1).max(dim=-1)
+            else:  # no confidence needed: the head's top token
+                d = logits.argmax(dim=-1)
         if policy.gated:
             path = path * p
             alive = alive & (p >= policy.min_prob) & (path >= policy.min_path_prob)
