@@ -15,7 +15,9 @@
 (c) `convert`: `ocrcli convert samples` with a random checkpoint of (b)'s size written to
     disk: exit code and pages/s.
 
-A section past `--budget-s` is skipped and says so.
+A section past `--budget-s` is skipped and says so; (b) stops in time to leave (c) its
+`--convert-reserve-s`. With `--out FILE` the report is rewritten after every section and decode
+row, so a run stopped early keeps what it measured; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -76,9 +78,14 @@ def tiny_section(device: str, work: Path) -> dict:
             done = run_cli("convert", str(ROOT / "samples"), "-o", str(out), "--model", str(folder),
                            "--device", device, "--max-new-tokens", "64", *extra)
             runs[name] = {"exit": done.returncode, "seconds": round(time.perf_counter() - t0, 1),
-                          "traceback": "Traceback" in done.stderr, "markdown": markdown_of(out)}
+                          "traceback": "Traceback" in done.stderr, "markdown": markdown_of(out),
+                          "stderr_tail": done.stderr[-300:]}
+            progress(f"(a) {arch} {name}: exit {done.returncode} in {runs[name]['seconds']} s")
         same = runs["greedy"]["markdown"] == runs["default"]["markdown"]
+        failed = {n: runs[n]["stderr_tail"] for n in runs if runs[n]["exit"]}
         result[arch] = {"exit_codes": [runs[n]["exit"] for n in runs],
+                        "cli_seconds": [runs[n]["seconds"] for n in runs],
+                        **({"stderr_tails": failed} if failed else {}),
                         "tracebacks": any(runs[n]["traceback"] for n in runs),
                         "markdown_files": len(runs["greedy"]["markdown"]), "markdown_identical": same,
                         **speculation_agreement(folder, device), **top1_agreement(folder, device)}
@@ -188,15 +195,19 @@ def step_bytes(model: DeepseekOcrDecoder, batch: int, t: int, span: int) -> floa
     return weights + kv
 
 
-def decode_section(args, deadline: float) -> list[dict]:
-    """(b) decode tokens/s and roofline fraction, greedy and oracle K=1..3, eager/captured."""
-    rows = []
+def progress(message: str) -> None:
+    print(f"gpu_check: {message}", file=sys.stderr, flush=True)
+
+
+def decode_section(args, deadline: float, rows: list[dict], save) -> list[dict]:
+    """(b) decode tokens/s and roofline fraction, greedy and oracle K=1..3, eager/captured;
+    Jina-OCR-v1 first (the captured rows are its), each row appended to `rows` and saved."""
     dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
     batches = (1, 4) if args.tiny else (1, 8, 32)
     # On the CPU "captured" traces the same graphs without generating code: the path, not the speed.
     captured = CaptureSettings(mode=None, backend="eager") if args.device == "cpu" else CaptureSettings()
     captures = [None, captured]
-    for arch in ARCHES:
+    for arch in sorted(ARCHES, key=lambda a: a != JINA_OCR_V1):
         model = random_decoder(arch, args.tiny, args.device, dtype)
         for batch in batches:
             requests = synthetic_requests(model.config, batch, args.decode_tokens)
@@ -213,6 +224,11 @@ def decode_section(args, deadline: float) -> list[dict]:
                                             args.peak_gbs))
                     greedy = greedy or rows[-1].pop("_outputs")
                     rows[-1].pop("_outputs", None)
+                    progress(f"(b) {rows[-1]}")
+                    save()
+        del model
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
     return rows
 
 
@@ -287,25 +303,44 @@ def main() -> int:
     ap.add_argument("--decode-tokens", type=int, default=64, help="tokens per request in (b), (c)")
     ap.add_argument("--peak-gbs", type=float, default=4800.0, help="peak memory bandwidth, GB/s (H200)")
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip what starts after this")
+    ap.add_argument("--convert-reserve-s", type=float, default=None,
+                    help="seconds (b) leaves for (c) (default: 100 at full size, 0 with --tiny)")
+    ap.add_argument("--sections", default="abc", help="which of a, b, c to run")
+    ap.add_argument("--out", type=Path, help="also write the report here, after every step")
     args = ap.parse_args()
     start = time.perf_counter()
     deadline = start + args.budget_s
+    reserve = args.convert_reserve_s if args.convert_reserve_s is not None else (0 if args.tiny else 100)
     report = {"device": args.device, "tiny_sizes": args.tiny, "torch": torch.__version__}
     if args.device.startswith("cuda"):
         report["gpu"] = torch.cuda.get_device_name()
+
+    def save() -> None:
+        report["seconds"] = round(time.perf_counter() - start, 1)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for name, section in (("a_tiny_checkpoints", lambda: tiny_section(args.device, work)),
-                              ("b_decode", lambda: decode_section(args, deadline)),
-                              ("c_convert", lambda: convert_section(args, work))):
+        rows: list[dict] = []
+        sections = {"a": ("a_tiny_checkpoints", lambda: tiny_section(args.device, work)),
+                    "b": ("b_decode", lambda: decode_section(args, deadline - reserve, rows, save)),
+                    "c": ("c_convert", lambda: convert_section(args, work))}
+        for key in args.sections:
+            name, section = sections[key]
+            if key == "b":
+                report[name] = rows  # rows appear as they are measured
             if time.perf_counter() > deadline:
                 report[name] = {"skipped": "time budget"}
                 continue
+            progress(f"{name} at {time.perf_counter() - start:.0f} s")
             try:
                 report[name] = section()
             except Exception as exc:  # one section's failure is a result, not the end of the check
-                report[name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
-    report["seconds"] = round(time.perf_counter() - start, 1)
+                report[name] = {"error": f"{type(exc).__name__}: {exc}"[:500],
+                                **({"rows": rows} if key == "b" else {})}
+            save()
+    save()
     print(json.dumps(report, indent=1))
     return 0
 
