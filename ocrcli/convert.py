@@ -12,7 +12,8 @@ import os
 import signal
 import time
 from collections import Counter
-from dataclasses import dataclass, replace
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,12 +22,21 @@ import orjson
 
 from ocrcli import __version__
 from ocrcli.engine.policy import GATED_DEFAULT, DraftPolicy, default_policy
-from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError, UsageError, one_line
-from ocrcli.inputs import Document, PageRef, collect, display_path, path_text
+from ocrcli.errors import ExitCode, ModelLoadError, UsageError, one_line
+from ocrcli.faults import Faults, faults_text
+from ocrcli.inputs import (
+    Document,
+    PageRef,
+    collect,
+    display_path,
+    document_names,
+    empty_shard_notice,
+    path_text,
+)
 from ocrcli.models.identity import ModelIdentity, quick_identity
 from ocrcli.output import OutputTree, PageRecord, check_writable
 from ocrcli.pages import CONVERTED, PageAssembly, failed_record
-from ocrcli.progress import Reporter
+from ocrcli.progress import DocumentPlan, PageEvent, Reporter
 from ocrcli.render import Renderer, RenderSettings
 
 if TYPE_CHECKING:  # torch loads only when a page is to be decoded
@@ -62,6 +72,23 @@ class ConvertSettings:
     threads: int | None = None  # torch threads; None: `decode_threads`
     mode: str | None = None  # image mode of a full-page model (--mode); None: its default
     cuda_graphs: bool = True  # on CUDA, compile each decode step whole and replay it as a graph
+    accept: frozenset[str] = frozenset()  # flagged statuses that still exit 0 (--accept)
+    retry: frozenset[str] = frozenset()  # done statuses a resumed run converts again (--retry)
+    # Injected faults (tests only): read from the environment once, as the run's settings are
+    # made, and armed only with OCRCLI_ENABLE_FAULTS=1 (faults.py).
+    faults: Faults = field(default_factory=Faults.from_env)
+
+
+def render_processes(s: ConvertSettings, todo: list[PageRef]) -> int:
+    """Render worker processes for these pages: `--render-workers`, except that a lone image
+    page without `--page-timeout` renders in this process. Starting a worker (a fresh
+    interpreter that imports the renderer and the model's page preparation) takes longer than
+    such a page, and the image was already opened here and checked against the pixel limit;
+    a PDF always renders in a worker, where PDFium's crashes and memory stay contained. The
+    decode threads still count `--render-workers`, so decoding is the same either way."""
+    if len(todo) == 1 and todo[0].kind == "image" and s.page_timeout is None:
+        return 0
+    return s.render_workers
 
 
 def decode_threads(render_workers: int, share: int = 1) -> int:
@@ -116,7 +143,7 @@ def make_engine(loaded: LoadedModel, s: ConvertSettings, max_new: int,
     on_cuda = loaded.model.spec.device.type == "cuda"
     capture = CaptureSettings() if s.cuda_graphs and on_cuda and not exact else None
     return Engine(loaded.model, s.batch_size, max_new, policy, loaded.guard, proposer=proposer,
-                  exact=exact, capture=capture)
+                  exact=exact, capture=capture, faults=s.faults)
 
 
 def summary_name(shard: tuple[int, int] | None) -> str:
@@ -132,9 +159,38 @@ def page_counts(counts: Counter, skipped: int) -> dict[str, int]:
             "ok": counts["ok"], "truncated": counts["truncated"], "degenerate": counts["degenerate"]}
 
 
+def flagged_entry(source: str, page: int, status: str, reason: str | None) -> dict:
+    """A converted page that is not ok, as `summary.json`'s `flagged` lists it."""
+    return {"source": source, "page": page, "status": status, "reason": reason}
+
+
+def run_exit_code(interrupted: bool, failures: list[dict], flagged: list[dict],
+                  accept: Collection[str]) -> ExitCode:
+    """The policy a script relies on: an interrupt, else failed pages or documents (1), else
+    converted pages flagged degenerate or truncated that --accept does not accept (5), else 0."""
+    if interrupted:
+        return ExitCode.interrupted
+    if failures:
+        return ExitCode.pages_failed
+    if any(f["status"] not in accept for f in flagged):
+        return ExitCode.pages_flagged
+    return ExitCode.ok
+
+
+def flagged_message(flagged: list[dict], accept: Collection[str]) -> str | None:
+    """The closing line of a run whose exit code its flagged pages decided."""
+    counts = Counter(f["status"] for f in flagged if f["status"] not in accept)
+    if not counts:
+        return None
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return (f"{sum(counts.values())} pages flagged ({parts}; reasons in summary.json): exit code "
+            f"{int(ExitCode.pages_flagged)}; --accept {','.join(sorted(counts))} exits 0 on them, "
+            f"--retry {','.join(sorted(counts))} converts them again")
+
+
 def run_summary(model: str, fp: str | None, docs: list[Document], pages: dict[str, int],
                 failures: list[dict], interrupted: bool, elapsed: float, tokens: int,
-                verify_steps: int) -> dict:
+                verify_steps: int, flagged: list[dict] | None = None) -> dict:
     """A run's `summary.json`, the same keys for `convert`, `--workers` and `ray-convert`."""
     return {
         "ocrcli_version": __version__,
@@ -144,6 +200,7 @@ def run_summary(model: str, fp: str | None, docs: list[Document], pages: dict[st
         "documents_failed": sum(1 for d in docs if d.error),
         "pages": pages,
         "failures": failures,
+        "flagged": flagged or [],
         "interrupted": interrupted,
         "seconds": round(elapsed, 3),
         "pages_per_s": round(pages["converted"] / elapsed, 4) if elapsed > 0 else 0.0,
@@ -205,7 +262,9 @@ class Converter:
     def __init__(self, settings: ConvertSettings, reporter: Reporter):
         self.s = settings
         self.report = reporter
-        self.tree = OutputTree(settings.out)
+        self.tree = OutputTree(settings.out, settings.faults)
+        self._began: dict[tuple[int, int], float] = {}  # (document, page): when rendering began
+        self.flagged: list[dict] = []  # converted pages that are not ok (flagged_entry)
 
     def run(self) -> tuple[ExitCode, dict]:
         with _Interrupt() as interrupt:
@@ -217,27 +276,33 @@ class Converter:
         from ocrcli.models.registry import load_model, resolve_device
 
         torch.set_num_threads(self.s.threads or decode_threads(self.s.render_workers))
+        # The loaders raise ModelLoadError for what a model folder can get wrong (a missing
+        # tensor, a bad config, no network); what the machine can get wrong is wrapped here.
+        # Anything else is a bug in ocrcli: it is reported as one (exit 15), not as exit 3.
+        device_errors = (torch.OutOfMemoryError, getattr(torch, "AcceleratorError", OSError))
         try:
             loaded = load_model(self.s.model, resolve_device(self.s.device), self.s.mode,
                                 self.s.prompt)
-        except OcrCliError:
-            raise
-        except Exception as exc:  # a loader's own error type still means exit 3 and one line
-            raise ModelLoadError(f"cannot load --model {self.s.model}: {type(exc).__name__}: "
-                                 f"{one_line(exc)}") from None
+        except device_errors as exc:
+            raise ModelLoadError(f"cannot load --model {self.s.model} onto the device: "
+                                 f"{type(exc).__name__}: {one_line(exc)}") from None
+        except OSError as exc:  # its files cannot be read (permissions, I/O errors)
+            raise ModelLoadError(f"cannot load --model {self.s.model}: {one_line(exc)}") from None
         return loaded
 
     def _run(self, interrupt: _Interrupt) -> tuple[ExitCode, dict]:
         s = self.s
         check_writable(s.out)
-        docs, notices = collect(s.inputs, s.pages, s.shard, s.password)
+        docs, notices = collect(s.inputs, s.pages, s.shard, s.password, s.faults)
         if s.worker is not None:
             docs = worker_share(docs, s.worker)
         else:
+            if s.faults.armed:  # never silent: these make pages fail on purpose
+                self.report.notice(f"injected faults are armed ({faults_text(s.faults)})")
             for n in notices:  # with --workers, the parent tells them once
                 self.report.notice(n)
             if not docs:
-                raise UsageError("no PDF or image documents found in the inputs")
+                return self._empty_shard()
         # A rerun over finished pages needs only the fingerprint; where it is known without
         # loading the model (and importing torch), a run with nothing to do ends in a blink.
         identity = quick_identity(s.model) if s.resume and s.mode is None else None
@@ -259,12 +324,13 @@ class Converter:
                 self.report.problem(f"{display_path(doc.path)}: {doc.error}")
                 continue
             for p in doc.pages:
-                if s.resume and self.tree.is_done(doc.rel, p, fp, s.formats):
+                if s.resume and self.tree.is_done(doc.rel, p, fp, s.formats, s.retry):
                     skipped += 1
                 else:
                     todo.append(PageRef(i, doc.path, doc.kind, p))
                     remaining[i] = remaining.get(i, 0) + 1
-        self.report.start(len(docs), len(todo))
+        self.report.start(len(docs), len(todo),
+                          [DocumentPlan(display_path(docs[i].path), n) for i, n in remaining.items()])
         for i, doc in enumerate(docs):  # nothing to do: documents are complete already
             if i not in remaining:
                 self._finish_document(doc)
@@ -284,11 +350,12 @@ class Converter:
         # Adapters whose preparation pickles run it in the render workers, beside rendering.
         prepare = partial(loaded.adapter.page_requests, max_new_tokens=max_new) \
             if getattr(loaded.adapter, "prepares_in_worker", False) else None
-        renderer = Renderer(RenderSettings(s.dpi, s.max_pixels, s.password, s.page_timeout),
-                            s.render_workers, prefetch=max(2, 2 * s.render_workers),
+        renderer = Renderer(RenderSettings(s.dpi, s.max_pixels, s.password, s.page_timeout, s.faults),
+                            render_processes(s, todo), prefetch=max(2, 2 * s.render_workers),
                             prepare=prepare)
         counts = Counter()
         t0 = time.perf_counter()
+        self.report.timing_from(t0)  # pages/s as the summary counts it: from here
         interrupted = False
         try:
             stream = renderer.stream(todo)
@@ -302,6 +369,7 @@ class Converter:
                 if img is None:
                     return False
                 pid, next_id = next_id, next_id + 1
+                self._began[(img.ref.doc_index, img.ref.page)] = time.perf_counter() - img.render_seconds
                 if img.error:
                     status = "timeout" if img.timed_out else "failed"
                     self._write_failed(docs, img.ref, failed_record(img, status, img.error,
@@ -380,18 +448,36 @@ class Converter:
         return self._end(docs, counts, skipped, failures, time.perf_counter() - t0, interrupted,
                          faults)
 
+    def _empty_shard(self) -> tuple[ExitCode, dict]:
+        """No documents: a usage error, unless the inputs have documents and `--shard K/N`
+        gave this shard none of them. That shard is done, not wrong (its share may be empty
+        by chance, as with fewer documents than shards), so it exits 0 with a zero-page
+        summary, which is what a scheduler waiting for every shard's summary needs."""
+        s = self.s
+        total = len(document_names(s.inputs)) if s.shard is not None else 0
+        if not total:
+            raise UsageError("no PDF or image documents found in the inputs")
+        self.report.notice(empty_shard_notice(s.shard, total))
+        # No model is loaded for no pages: the fingerprint is recorded where it is cheap.
+        identity = quick_identity(s.model) if s.mode is None else None
+        self.model_id = identity.model_id if identity is not None else s.model
+        self.fp = None if identity is None else \
+            fingerprint(identity, None, s, max_new_tokens(s, identity.default_max_new_tokens))
+        self.report.start(0, 0, [])
+        return self._end([], Counter(), 0, [], 0.0, False, {})
+
     def _end(self, docs, counts, skipped, failures, elapsed, interrupted, faults) -> tuple[ExitCode, dict]:
         s = self.s
         summary = run_summary(self.model_id, self.fp, docs, page_counts(counts, skipped), failures,
-                              interrupted, elapsed, counts["tokens"], counts["verify_steps"])
+                              interrupted, elapsed, counts["tokens"], counts["verify_steps"],
+                              self.flagged)
         summary["faults"] = {"oom_retries": 0, "render_workers_replaced": 0} | faults
-        if interrupted:
-            code = ExitCode.interrupted
-        elif failures:
-            code = ExitCode.pages_failed
-        else:
-            code = ExitCode.ok
+        if s.faults.armed:  # a run with injected faults says so where its results are
+            summary["injected_faults"] = s.faults.armed
+        code = run_exit_code(interrupted, failures, self.flagged, s.accept)
         summary["exit_code"] = int(code)
+        if code is ExitCode.pages_flagged and s.worker is None:
+            self.report.problem(flagged_message(self.flagged, s.accept))
         if interrupted:
             self.report.problem("interrupted: finished pages were kept; run the same command "
                                 "again to convert the rest")
@@ -405,11 +491,17 @@ class Converter:
         if record.status not in CONVERTED:
             self._write_failed(docs, state.image.ref, record, failures, counts)
             return
-        self.tree.write_page(docs[state.image.ref.doc_index].rel, record, set(self.s.formats))
+        doc = docs[state.image.ref.doc_index]
+        self.tree.write_page(doc.rel, record, set(self.s.formats))
+        if record.status != "ok":
+            self.flagged.append(flagged_entry(record.source, record.page, record.status, record.error))
+            self.report.problem(f"{display_path(doc.path)} page {record.page}: {record.status}: "
+                                f"{record.error}")
         counts[record.status] += 1
         counts["tokens"] += state.tokens
         counts["verify_steps"] += state.verify_steps
-        self.report.page(state.tokens, state.verify_steps)
+        self.report.page(state.tokens, state.verify_steps,
+                         self._page_event(docs, state.image.ref, record))
 
     def _write_failed(self, docs: list[Document], ref: PageRef, record: PageRecord, failures,
                       counts: Counter) -> None:
@@ -420,7 +512,15 @@ class Converter:
                          "error": record.error})
         self.report.problem(f"{display_path(doc.path)} page {ref.page}: {record.error}")
         counts[record.status] += 1
-        self.report.page(0, 0)
+        self.report.page(0, 0, self._page_event(docs, ref, record))
+
+    def _page_event(self, docs: list[Document], ref: PageRef, record: PageRecord) -> PageEvent:
+        """What the progress log says of a written page."""
+        doc = docs[ref.doc_index]
+        began = self._began.pop((ref.doc_index, ref.page), None)
+        return PageEvent(display_path(doc.path), ref.page, record.status, record.error,
+                         None if began is None else time.perf_counter() - began,
+                         path_text(self.tree.page_stem(doc.rel, ref.page).with_suffix(".json")))
 
     def _page_written(self, docs, ref: PageRef, remaining: dict[int, int]) -> None:
         remaining[ref.doc_index] -= 1

@@ -11,6 +11,8 @@ class ExitCode(IntEnum):
     usage = 2  # bad options, or no input documents
     model_error = 3  # the model could not be loaded (missing tensor, no network, ...)
     output_error = 4  # the output folder is not writable, or the disk filled up
+    pages_flagged = 5  # every page converted, some flagged degenerate or truncated (--accept)
+    internal_error = 15  # a bug in ocrcli: one line and a hint; --debug shows the traceback
     interrupted = 130  # SIGINT/SIGTERM: finished pages were kept
 
 
@@ -30,6 +32,22 @@ class ModelLoadError(OcrCliError):
 
 class OutputError(OcrCliError):
     exit_code = ExitCode.output_error
+
+
+class InternalError(Exception):
+    """A bug in another process (a `--workers` converter), carried to the command line's one
+    handler of bugs: the exception's type name and message, and its traceback as text."""
+
+    def __init__(self, type_name: str, message: str, traceback_text: str):
+        super().__init__(message)
+        self.type_name, self.traceback_text = type_name, traceback_text
+
+
+def internal_error_line(type_name: str, message: str, debug: bool) -> str:
+    """The one line that reports a bug (exit code 15)."""
+    hint = "please report it, with the traceback above" if debug else \
+        "run again with --debug for the traceback, and please report it"
+    return f"ocrcli: internal error: {type_name}: {one_line(message)} ({hint})"
 
 
 def one_line(message: object) -> str:

@@ -14,15 +14,18 @@ import hashlib
 import os
 import stat
 import struct
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pypdfium2 as pdfium
-from PIL import Image
-
-from ocrcli import faults
 from ocrcli.errors import UsageError, one_line
+from ocrcli.faults import NO_FAULTS, Faults
+
+if TYPE_CHECKING:  # PDFium and Pillow load when a document is opened, not for `ocrcli --help`
+    import pypdfium2 as pdfium
+    from PIL import Image
 
 PDF_SUFFIXES = {".pdf"}
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
@@ -93,6 +96,32 @@ def in_shard(rel: str, shard: tuple[int, int] | None) -> bool:
     k, n = shard
     digest = int.from_bytes(hashlib.sha1(rel.encode("utf-8")).digest()[:8], "big")
     return digest % n == k - 1
+
+
+def read_files_from(source: str) -> list[str]:
+    """`--files-from FILE` (or `-`: stdin): one input per line, as `find ... > list` writes
+    them. Only the line break is removed, so names with leading or trailing spaces stay
+    whole; blank lines are skipped. Names are decoded as the OS decodes arguments, so a name
+    that is not UTF-8 still reaches its file."""
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--files-from {display_path(source)}: "
+                         f"{one_line(exc.strerror or exc)}") from None
+    return [os.fsdecode(line) for line in data.split(b"\n") if line.strip()]
+
+
+def document_names(inputs: list[str]) -> list[str]:
+    """The output names of the documents the inputs find, as `collect` names them, without
+    opening any of them."""
+    found, _ = _find(inputs)
+    return output_names(found)[0]
+
+
+def empty_shard_notice(shard: tuple[int, int], total: int) -> str:
+    """What `convert` and `status` say of a shard that the hash gave no documents."""
+    return (f"shard {shard[0]}/{shard[1]} has no documents ({total} "
+            f"document{'' if total == 1 else 's'} in all)")
 
 
 def path_text(path: Path | str) -> str:
@@ -251,7 +280,7 @@ def _safe_part(part: str, room: int = 0) -> str:
     return cleaned
 
 
-def _check_file(path: Path) -> None:
+def _check_file(path: Path, faults: Faults = NO_FAULTS) -> None:
     """Only regular, non-empty, readable files are opened: a FIFO or a device named *.pdf
     would block or never end."""
     st = path.stat()
@@ -259,15 +288,17 @@ def _check_file(path: Path) -> None:
         raise ValueError("not a regular file (a pipe, socket or device)")
     if st.st_size == 0:
         raise ValueError("empty file (0 bytes)")
-    faults.check_readable(path.name)
+    faults.check_readable(path.name)  # the test hook: a file the OS would refuse
     with path.open("rb"):  # permissions, as the OS sees them, before a library hides why
         pass
 
 
-def open_pdf(path: Path, password: str | None) -> pdfium.PdfDocument:
+def open_pdf(path: Path, password: str | None, faults: Faults = NO_FAULTS) -> pdfium.PdfDocument:
     """Open a PDF or raise ValueError with a one-line reason."""
+    import pypdfium2 as pdfium
+
     try:
-        _check_file(path)
+        _check_file(path, faults)
         try:
             return pdfium.PdfDocument(str(path), password=password)
         except pdfium.PdfiumError as exc:
@@ -286,10 +317,12 @@ def open_pdf(path: Path, password: str | None) -> pdfium.PdfDocument:
         raise ValueError(f"cannot read the file: {one_line(exc.strerror or exc)}") from None
 
 
-def open_image(path: Path) -> Image.Image:
+def open_image(path: Path, faults: Faults = NO_FAULTS) -> Image.Image:
     """Open an image or raise ValueError with a one-line reason (bombs are refused)."""
+    from PIL import Image
+
     try:
-        _check_file(path)
+        _check_file(path, faults)
         Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
         with warnings.catch_warnings():  # the size is checked below, with a one-line reason
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -308,14 +341,14 @@ def open_image(path: Path) -> Image.Image:
         raise ValueError(f"not a readable image ({one_line(exc)})") from None
 
 
-def count_pages(path: Path, kind: str, password: str | None) -> int:
+def count_pages(path: Path, kind: str, password: str | None, faults: Faults = NO_FAULTS) -> int:
     if kind == "pdf":
-        doc = open_pdf(path, password)
+        doc = open_pdf(path, password, faults)
         try:
             return len(doc)
         finally:
             doc.close()
-    img = open_image(path)
+    img = open_image(path, faults)
     try:
         return getattr(img, "n_frames", 1)
     except (OSError, SyntaxError, struct.error, EOFError) as exc:  # frames past a corrupt one
@@ -323,7 +356,8 @@ def count_pages(path: Path, kind: str, password: str | None) -> int:
 
 
 def collect(inputs: list[str], pages: set[int] | None = None, shard: tuple[int, int] | None = None,
-            password: str | None = None) -> tuple[list[Document], list[str]]:
+            password: str | None = None, faults: Faults = NO_FAULTS
+            ) -> tuple[list[Document], list[str]]:
     """Documents of the run with their selected pages, and notices for the user."""
     found, notices = _find(inputs)
     names, name_notices = output_names(found)
@@ -335,7 +369,7 @@ def collect(inputs: list[str], pages: set[int] | None = None, shard: tuple[int, 
         kind = "pdf" if path.suffix.lower() in PDF_SUFFIXES else "image"
         doc = Document(path, rel, kind)
         try:
-            doc.page_count = count_pages(path, kind, password)
+            doc.page_count = count_pages(path, kind, password, faults)
             if doc.page_count == 0:
                 doc.error = "the document has no pages"
         except ValueError as exc:

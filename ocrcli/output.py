@@ -19,16 +19,25 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import orjson
 
-from ocrcli import faults
 from ocrcli.errors import OutputError, one_line
+from ocrcli.faults import NO_FAULTS, Faults
 
 DONE_STATUSES = ("ok", "truncated", "degenerate")  # pages a rerun with the same settings skips
+PAGE_SEPARATOR = "<!-- page {page} -->"  # before each page in the whole-document Markdown
+
+
+def markdown_bytes(text: str) -> bytes:
+    """A Markdown file's bytes: the text, then exactly one newline, as POSIX text files end
+    (`cat a.md b.md` keeps pages apart; a blank page is one empty line). The JSON keeps
+    the text as the model wrote it."""
+    return (text.rstrip() + "\n").encode("utf-8")
 
 
 @dataclass
@@ -37,7 +46,7 @@ class PageRecord:
     page: int
     status: str  # ok | truncated | degenerate | failed | timeout
     text: str = ""
-    error: str | None = None
+    error: str | None = None  # why the page is not ok (one line)
     width: int = 0
     height: int = 0
     dpi: float = 0.0
@@ -49,6 +58,7 @@ class PageRecord:
     mean_accepted: float = 0.0
     accepted_histogram: dict[str, int] = field(default_factory=dict)
     quality: dict[str, float] = field(default_factory=dict)
+    mean_logprob: float | None = None  # per decoded token, the model's confidence in its reading
 
 
 _TEMP = re.compile(r"^\.ocrcli-(?P<host>[A-Za-z0-9_-]{1,32})-(?P<pid>\d+)\.[^.]+\.tmp$")
@@ -168,17 +178,39 @@ def check_writable(out: Path) -> None:
     remove_stale_temps(out)
 
 
+@contextmanager
+def removed_if_unused(out: Path) -> Iterator[None]:
+    """A run that fails before writing anything (no documents, a bad model) leaves no empty
+    output folder behind: the folders it created for `out` are removed again when they are
+    still empty. A folder that existed before the run is never removed."""
+    created = []  # `out` and the parents that check_writable's mkdir will create, deepest first
+    for folder in (out, *out.absolute().parents):
+        if os.path.lexists(folder):
+            break
+        created.append(folder)
+    try:
+        yield
+    except BaseException:
+        for folder in created:
+            try:
+                folder.rmdir()  # fails, as it should, on a folder that holds anything
+            except OSError:
+                break
+        raise
+
+
 class OutputTree:
     """Everything a run writes goes through here: paths stay under the root, and the count of
     files written drives the full-disk test hook."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, faults: Faults = NO_FAULTS):
         self.root = root
+        self.faults = faults
         self.files_written = 0
         self._swept: set[Path] = set()  # folders already cleared of stale temp files
 
     def write_bytes(self, path: Path, data: bytes) -> None:
-        atomic_write(path, data, inject_enospc=faults.enospc_due(self.files_written))
+        atomic_write(path, data, inject_enospc=self.faults.enospc_due(self.files_written))
         self.files_written += 1
 
     def write_json(self, path: Path, obj) -> None:
@@ -195,30 +227,45 @@ class OutputTree:
         return self.doc_dir(rel) / f"page-{page:04d}"
 
     def is_done(self, rel: str, page: int, fingerprint: str,
-                formats: Collection[str] = ("md", "json")) -> bool:
+                formats: Collection[str] = ("md", "json"), retry: Collection[str] = ()) -> bool:
         """Whether a rerun with these settings can skip the page: its JSON is done under
         `fingerprint`. The JSON alone decides: it is always written and holds the page's
         text, so a wanted Markdown file that is missing (deleted, or the last run had
         `--format json`) is written back from it here instead of decoding the page again.
-        `formats` is the run's --format set; the default is the CLI's."""
+        `formats` is the run's --format set; the default is the CLI's. A page whose status is
+        in `retry` (--retry degenerate,truncated) is converted again."""
         stem = self.page_stem(rel, page)
         record = read_json(stem.with_suffix(".json"))
         if (record is None or record.get("fingerprint") != fingerprint
-                or record.get("status") not in DONE_STATUSES):
+                or record.get("status") not in DONE_STATUSES or record.get("status") in retry):
             return False
         md = stem.with_suffix(".md")
-        if "md" in formats and not md.exists():
+        if "md" in formats:
             text = record.get("text")
             if not isinstance(text, str):  # not a JSON this version wrote: decode again
                 return False
-            self.write_bytes(md, text.encode("utf-8"))  # the bytes write_page writes
+            self._restore_markdown(md, text)
         return True
+
+    def _restore_markdown(self, md: Path, text: str) -> None:
+        """Write a page's Markdown back from its JSON's text when the file is missing, or
+        when it holds the text without the final newline, as earlier builds wrote it (the
+        page stays done; a file with other bytes, such as one edited by hand, is kept)."""
+        try:
+            current = md.read_bytes()
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            raise _output_error(md, exc) from None
+        wanted = markdown_bytes(text)
+        if current is None or (current != wanted and current == text.encode("utf-8")):
+            self.write_bytes(md, wanted)
 
     def write_page(self, rel: str, record: PageRecord, formats: Collection[str]) -> None:
         stem = self.page_stem(rel, record.page)
         md = stem.with_suffix(".md")
         if "md" in formats:
-            self.write_bytes(md, record.text.encode("utf-8"))
+            self.write_bytes(md, markdown_bytes(record.text))
         else:
             # A Markdown file from an earlier run would disagree with the new JSON (and the
             # combined document is built from the page files): a page's .md, where there is
@@ -247,12 +294,12 @@ class OutputTree:
             md = stem.with_suffix(".md")
             if record.get("status") in DONE_STATUSES and md.exists():
                 text = md.read_text(encoding="utf-8", errors="replace").strip()
-                parts.append(f"<!-- page {n} -->\n\n" + text)
+                parts.append(f"{PAGE_SEPARATOR.format(page=n)}\n\n{text}".rstrip())
         manifest = {"source": source, "page_count": page_count, "fingerprint": fingerprint,
                     "pages": pages, "error": error}
         self.write_json(folder / "manifest.json", manifest)
         if parts:
-            self.write_bytes(folder.with_name(folder.name + ".md"), ("\n\n".join(parts) + "\n").encode())
+            self.write_bytes(folder.with_name(folder.name + ".md"), markdown_bytes("\n\n".join(parts)))
         for where in (folder, folder.parent):
             if where not in self._swept:
                 self._swept.add(where)

@@ -18,6 +18,7 @@ from ocrcli.evaluation.checks import quality_flags
 from ocrcli.inputs import path_text
 from ocrcli.output import PageRecord
 from ocrcli.render import PageImage
+from ocrcli.verdict import PageEvidence, doubt, request_reason
 
 if TYPE_CHECKING:  # torch loads only when a page is to be decoded
     from ocrcli.models.base import DecodeRequest, LoadedModel
@@ -48,6 +49,8 @@ class PageAssembly:
     tokens: int = 0
     verify_steps: int = 0
     hist: Counter = field(default_factory=Counter)
+    logprob_sum: float = 0.0
+    logprob_tokens: int = 0
 
     @classmethod
     def start(cls, image: PageImage, requests: list[DecodeRequest],
@@ -64,6 +67,8 @@ class PageAssembly:
             self.tokens += stats.tokens
             self.verify_steps += stats.verify_steps
             self.hist.update(stats.accepted_hist)
+            self.logprob_sum += stats.logprob_sum
+            self.logprob_tokens += stats.logprob_tokens
 
     @property
     def finished(self) -> bool:
@@ -86,12 +91,31 @@ class PageAssembly:
             error = self.errors[0] if self.errors else "decoding failed"
             return failed_record(self.image, status, error, loaded.model_id, fp)
         text = loaded.adapter.assemble(self.requests, [t or "" for t in self.texts])
+        quality = quality_flags(text)
+        status, reason = self.verdict(text, quality, loaded.model.spec.min_mean_logprob)
         w, h = self.image.image.size
         return PageRecord(
             source=path_text(self.image.ref.path), page=self.image.ref.page, status=status, text=text,
-            width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
+            error=reason, width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
             fingerprint=fp, tokens=self.tokens, requests=len(self.requests),
             verify_steps=self.verify_steps,
             mean_accepted=round(self.tokens / self.verify_steps, 3) if self.verify_steps else 0.0,
             accepted_histogram={str(k): v for k, v in sorted(self.hist.items())},
-            quality=quality_flags(text))
+            quality=quality, mean_logprob=self.mean_logprob)
+
+    @property
+    def mean_logprob(self) -> float | None:
+        return round(self.logprob_sum / self.logprob_tokens, 4) if self.logprob_tokens else None
+
+    def verdict(self, text: str, quality: dict[str, float], min_mean_logprob: float
+                ) -> tuple[str, str | None]:
+        """The converted page's status and why it is not ok: the engine's own (truncated,
+        looping) first, else what the output and the page say (verdict.doubt)."""
+        status = self.status
+        if status != "ok":
+            cap = max((r.max_new_tokens for r in self.requests), default=0)
+            return status, request_reason(self.statuses, cap)
+        evidence = PageEvidence(text, self.image.ink, self.image.text_layer_chars,
+                                self.mean_logprob, quality.get("repetition", 1.0), min_mean_logprob)
+        reason = doubt(evidence)
+        return ("degenerate", reason) if reason else ("ok", None)

@@ -36,8 +36,8 @@ from typing import Any
 
 from PIL import Image, ImageOps
 
-from ocrcli import faults
 from ocrcli.errors import one_line
+from ocrcli.faults import NO_FAULTS, Faults
 from ocrcli.inputs import PageRef, open_image, open_pdf
 
 # A worker's address-space cap: far above what a legitimate page needs (a 200-megapixel image
@@ -51,6 +51,7 @@ class RenderSettings:
     max_pixels: int = 12_000_000
     password: str | None = None
     page_timeout: float | None = None  # seconds; None: no limit
+    faults: Faults = NO_FAULTS  # the run's injected render faults (tests only)
 
 
 @dataclass
@@ -65,6 +66,10 @@ class PageImage:
     # could not; both None when there was nothing to prepare.
     prepared: Any = None
     prepare_error: str | None = None
+    # What the page holds, for the page's verdict (verdict.py): the share of its area that is
+    # not background, and the visible characters of a PDF's text layer (None: not a PDF).
+    ink: float = 0.0
+    text_layer_chars: int | None = None
 
 
 # A page's model-side preparation (layout, crops, tensors), run in the render worker so the
@@ -154,7 +159,7 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
     """Render one page (in a worker). Errors become a one-line reason."""
     t0 = time.perf_counter()
     try:
-        faults.render_fault(ref.page)
+        settings.faults.render_fault(ref.page)
         if ref.kind == "pdf":
             page = _cache.get(ref.path, settings.password)[ref.page - 1]
             w_pt, h_pt = page.get_size()
@@ -163,8 +168,9 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
             scale = _fit_scale(w_pt, h_pt, settings.dpi / 72, settings.max_pixels)
             # PDFium applies the page's own /Rotate when rendering.
             image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
+            text_layer_chars = _text_layer_chars(page)
             page.close()
-            result = PageImage(ref, image, scale * 72)
+            result = PageImage(ref, image, scale * 72, text_layer_chars=text_layer_chars)
         else:
             result = _render_image(ref, settings)
     except ValueError as exc:
@@ -174,8 +180,30 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
                                          f"render worker may use ({WORKER_MEMORY_LIMIT >> 30} GiB)")
     except Exception as exc:  # a broken page must not kill the run
         result = PageImage(ref, None, 0, one_line(f"cannot render page: {type(exc).__name__}: {exc}"))
+    if result.image is not None:
+        result.ink = ink_share(result.image)
     result.render_seconds = time.perf_counter() - t0
     return result
+
+
+def _text_layer_chars(page) -> int:
+    """Visible (non-space) characters in the page's text layer."""
+    textpage = page.get_textpage()
+    try:
+        return sum(not c.isspace() for c in textpage.get_text_range())
+    finally:
+        textpage.close()
+
+
+def ink_share(image: Image.Image, contrast: int = 64) -> float:
+    """The share of the page's pixels that differ from its background (its most common grey
+    level) by more than `contrast`: about 0.03-0.1 for a page of text, 0 for a blank one."""
+    grey = image.convert("L")
+    grey.thumbnail((1024, 1024))  # the share, not the detail, matters: keep it cheap
+    hist = grey.histogram()
+    background = max(range(256), key=hist.__getitem__)
+    ink = sum(n for level, n in enumerate(hist) if abs(level - background) > contrast)
+    return ink / max(1, grey.width * grey.height)
 
 
 def render_and_prepare(ref: PageRef, settings: RenderSettings, prepare: Prepare | None) -> PageImage:
@@ -368,18 +396,31 @@ class RenderStream:
         try:
             while worker.conn.poll():
                 message = worker.conn.recv()
-                if isinstance(message, str):  # "ready": the page's clock starts now
+                if isinstance(message, str) and message == "ready":  # the page's clock starts now
                     job.started = time.perf_counter()
                     continue
+                if not isinstance(message, PageImage) or message.ref != job.ref:
+                    raise TypeError(f"a {type(message).__name__} instead of page {job.ref.page}")
                 worker.job, job.worker, job.result = None, None, message
                 if not worker.process.is_alive():  # it sent its page, then died
                     self.r.retire(worker)
                 return
-        except Exception:  # it died part-way through sending (EOF), or sent garbage
+        except (EOFError, OSError):  # it died part-way through sending: reported below
             pass
+        except Exception as exc:  # noqa: BLE001 - an answer that cannot be read or is not a page
+            # Its pipe can no longer be trusted, and the worker would keep the job for ever
+            # (no --page-timeout to end it): the page fails, the worker is replaced.
+            self._fail(worker, job, f"cannot render page: the renderer process sent an answer "
+                                    f"that is not a page ({type(exc).__name__}: {one_line(exc)})")
+            return
         if worker.process.is_alive():
             return
+        self._fail(worker, job, "cannot render page: the renderer process died on it (a crash, "
+                                "or out of memory)")
+
+    def _fail(self, worker: _Worker, job: _Job, reason: str) -> None:
+        """End `job` as failed with `reason`, and retire the worker that held it."""
         worker.job, job.worker = None, None
-        job.result = PageImage(job.ref, None, 0, "cannot render page: the renderer process "
-                               "died on it (a crash, or out of memory)")
+        job.result = PageImage(job.ref, None, 0, reason,
+                               render_seconds=time.perf_counter() - job.started)
         self.r.retire(worker)

@@ -17,12 +17,13 @@ at all: that mode says so in its notices.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ocrcli.errors import ExitCode, UsageError
-from ocrcli.inputs import collect, in_shard
+from ocrcli.inputs import collect, document_names, empty_shard_notice, in_shard
 from ocrcli.output import DONE_STATUSES, OutputTree, read_json
 
 INCOMPLETE_STATES = ("failed", "missing", "stale")
@@ -113,7 +114,11 @@ def status_from_inputs(out: Path, inputs: list[str], pages: set[int] | None = No
     """Completeness of OUT against the documents `convert INPUT...` would process."""
     docs, notices = collect(inputs, pages, shard, password)
     if not docs:
-        raise UsageError("no PDF or image documents found in the inputs")
+        total = len(document_names(inputs)) if shard is not None else 0
+        if not total:
+            raise UsageError("no PDF or image documents found in the inputs")
+        # As `convert --shard` says it: an empty shard is complete, not a mistake.
+        notices.append(empty_shard_notice(shard, total))
     tree, seen, result = OutputTree(out), Counter(), []
     for doc in docs:
         status = DocumentStatus(doc.rel, str(doc.path), error=doc.error)
@@ -129,8 +134,7 @@ def status_from_manifests(out: Path, pages: set[int] | None = None,
     if not out.is_dir():
         raise UsageError(f"{out} is not a folder; to count what is missing, pass the inputs too")
     tree, seen, result = OutputTree(out), Counter(), []
-    notices = ["no inputs given: documents that no worker started cannot be counted; "
-               "pass the inputs to check against them"]
+    notices: list[str] = []
     with_manifest: set[Path] = set()
     for manifest in sorted(out.rglob("manifest.json")):
         data = read_json(manifest)
@@ -156,11 +160,51 @@ def status_from_manifests(out: Path, pages: set[int] | None = None,
         doc = DocumentStatus(rel, str((first or {}).get("source", "")), unfinished=True)
         _check_pages(tree, doc, [p for p in found if pages is None or p in pages], fingerprint, seen)
         result.append(doc)
-    if not result:
+    if not result and _summary_documents(out, shard) != 0:  # 0: the summary of an empty shard
         raise UsageError(f"{out} holds no converted documents; to count what is missing, "
                          "pass the inputs too")
+    unseen = _unseen_documents_notice(out, len(result), shard)
     result.sort(key=lambda d: d.rel)
-    return RunStatus(out, result, seen, False, notices)
+    return RunStatus(out, result, seen, False, ([unseen] if unseen else []) + notices)
+
+
+def _summary_documents(out: Path, shard: tuple[int, int] | None) -> int | None:
+    """How many documents the runs' summaries in OUT count: `summary.json`'s, or the sum
+    over a complete set of `summary-shard-K-of-N.json` (every K), whichever is larger; with
+    `shard`, that shard's summary. None when no summary covers the documents asked about."""
+    def documents(path: Path) -> int | None:
+        value = (read_json(path) or {}).get("documents")
+        return value if isinstance(value, int) else None
+
+    if shard is not None:
+        return documents(out / f"summary-shard-{shard[0]}-of-{shard[1]}.json")
+    counts = [documents(out / "summary.json")]
+    by_shards: dict[int, dict[int, int | None]] = {}
+    for path in out.glob("summary-shard-*-of-*.json"):
+        m = re.fullmatch(r"summary-shard-(\d+)-of-(\d+)\.json", path.name)
+        if m:
+            by_shards.setdefault(int(m[2]), {})[int(m[1])] = documents(path)
+    for n, shards in by_shards.items():
+        if set(shards) == set(range(1, n + 1)) and None not in shards.values():
+            counts.append(sum(shards.values()))
+    known = [c for c in counts if c is not None]
+    return max(known) if known else None
+
+
+def _unseen_documents_notice(out: Path, found: int, shard: tuple[int, int] | None) -> str | None:
+    """A warning when the manifests may not be every document: no summary accounts for the
+    runs (one is still going, stopped early, or a shard has not run), or the summaries count
+    more documents than OUT has manifests for. None when a finished run's summary agrees."""
+    expected = _summary_documents(out, shard)
+    if expected is None:
+        which = f"of shard {shard[0]}/{shard[1]}" if shard else "that covers every document"
+        return (f"no run summary {which} in OUT (a run still going or stopped early, or a "
+                "shard not run yet): documents that no worker started cannot be counted; "
+                "pass the inputs to check against them")
+    if found < expected:
+        return (f"the runs' summaries count {expected} documents, OUT has {found}: documents "
+                "that no worker started cannot be counted; pass the inputs to check against them")
+    return None
 
 
 def format_status(status: RunStatus, limit: int = 20) -> str:

@@ -19,21 +19,31 @@ import os
 import queue
 import signal
 import time
+import traceback
 from collections import Counter
 from dataclasses import replace
 
 import torch
 
-from ocrcli.convert import Converter, ConvertSettings, decode_threads, run_summary
-from ocrcli.errors import ExitCode, OcrCliError, UsageError, one_line
+from ocrcli.convert import (
+    Converter,
+    ConvertSettings,
+    decode_threads,
+    flagged_message,
+    run_exit_code,
+    run_summary,
+)
+from ocrcli.errors import ExitCode, InternalError, OcrCliError, UsageError, one_line
+from ocrcli.faults import faults_text
 from ocrcli.inputs import collect, display_path, path_text
 from ocrcli.output import OutputTree, check_writable
-from ocrcli.progress import Reporter
+from ocrcli.progress import DocumentPlan, PageEvent, Reporter
 
 # A worker's exit that outranks the others' decides the run's code (ocrcli's ExitCode order:
-# an interrupt, then a problem with the whole run, then failed pages).
-SEVERITY = [ExitCode.interrupted, ExitCode.model_error, ExitCode.output_error,
-            ExitCode.usage, ExitCode.pages_failed, ExitCode.ok]
+# an interrupt, then a bug, then a problem with the whole run, then failed pages).
+SEVERITY = [ExitCode.interrupted, ExitCode.internal_error, ExitCode.model_error,
+            ExitCode.output_error, ExitCode.usage, ExitCode.pages_failed, ExitCode.pages_flagged,
+            ExitCode.ok]
 
 
 class ForwardingReporter(Reporter):
@@ -44,8 +54,8 @@ class ForwardingReporter(Reporter):
         super().__init__("plain", quiet=True)
         self.events, self.worker = events, worker
 
-    def start(self, documents: int, pages: int) -> None:
-        self.events.put(("start", self.worker, pages))
+    def start(self, documents: int, pages: int, plan: list[DocumentPlan] | None = None) -> None:
+        self.events.put(("start", self.worker, (pages, plan)))
 
     def notice(self, message: str) -> None:
         pass
@@ -53,8 +63,8 @@ class ForwardingReporter(Reporter):
     def problem(self, message: str) -> None:
         self.events.put(("problem", self.worker, message))
 
-    def page(self, tokens: int, verify_steps: int) -> None:
-        self.events.put(("page", self.worker, (tokens, verify_steps)))
+    def page(self, tokens: int, verify_steps: int, event: PageEvent | None = None) -> None:
+        self.events.put(("page", self.worker, (tokens, verify_steps, event)))
 
     def document(self, source: str, pages: dict[str, str], error: str | None) -> None:
         pass
@@ -82,6 +92,12 @@ def _worker_main(settings: ConvertSettings, events) -> None:
         events.put(("done", k, (int(code), summary)))
     except OcrCliError as exc:
         events.put(("error", k, (int(exc.exit_code), str(exc))))
+    except KeyboardInterrupt:  # a second signal: the worker stopped at once
+        events.put(("error", k, (int(ExitCode.interrupted), "interrupted")))
+    except Exception as exc:  # a bug: the parent reports it once the others are done
+        name, message = type(exc).__name__, one_line(exc)
+        events.put(("bug", k, (name, message, traceback.format_exc())))
+        events.put(("error", k, (int(ExitCode.internal_error), f"internal error: {name}: {message}")))
     except BaseException as exc:  # noqa: BLE001 - anything else still ends as one line
         events.put(("error", k, (int(ExitCode.pages_failed), f"{type(exc).__name__}: {one_line(exc)}")))
 
@@ -115,7 +131,10 @@ def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> 
     if settings.shard is not None:
         raise UsageError("--workers splits the run itself; give either --workers or --shard")
     check_writable(settings.out)
-    docs, notices = collect(settings.inputs, settings.pages, None, settings.password)
+    docs, notices = collect(settings.inputs, settings.pages, None, settings.password,
+                            settings.faults)
+    if settings.faults.armed:  # the workers leave the notices to this process
+        reporter.notice(f"injected faults are armed ({faults_text(settings.faults)})")
     for n in notices:
         reporter.notice(n)
     if not docs:
@@ -132,6 +151,7 @@ def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> 
     t0 = time.perf_counter()
     reporter.start(len(docs), 0)
     results: dict[int, tuple[int, dict | None, str | None]] = {}
+    bugs: dict[int, tuple[str, str, str]] = {}  # worker -> (type name, message, traceback)
     todo = 0
     with _Relay(procs) as relay:
         for p in procs:
@@ -148,8 +168,8 @@ def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> 
                                           f"worker {i} died (exit status {p.exitcode})")
                 continue
             if kind == "start":
-                todo += data
-                reporter.add_pages(data)
+                todo += data[0]
+                reporter.add_pages(*data)
             elif kind == "page":
                 reporter.page(*data)
             elif kind == "problem":
@@ -158,10 +178,15 @@ def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> 
                 results[k] = (data[0], data[1], None)
             elif kind == "error":
                 results[k] = (data[0], None, data[1])
+            elif kind == "bug":
+                bugs[k] = data
         for p in procs:
             p.join()
         interrupted = relay.count > 0
-    return _finish(settings, docs, results, time.perf_counter() - t0, interrupted, reporter)
+    code, summary = _finish(settings, docs, results, time.perf_counter() - t0, interrupted, reporter)
+    if bugs:  # after the summary, so the pages the other workers finished are counted
+        raise InternalError(*bugs[min(bugs)])
+    return code, summary
 
 
 def _finish(settings: ConvertSettings, docs, results, elapsed: float, interrupted: bool,
@@ -170,7 +195,7 @@ def _finish(settings: ConvertSettings, docs, results, elapsed: float, interrupte
     errors = sorted((k, msg) for k, (_, _, msg) in results.items() if msg)
     for k, msg in errors:
         reporter.problem(f"worker {k}: {msg}")
-    tree = OutputTree(settings.out)
+    tree = OutputTree(settings.out, settings.faults)
     fp = summaries[0]["fingerprint"] if summaries else None
     if fp is not None:  # the documents as a whole, now that every worker's pages are in
         for doc in docs:
@@ -191,17 +216,23 @@ def _finish(settings: ConvertSettings, docs, results, elapsed: float, interrupte
     codes = {ExitCode(code) for code, _, _ in results.values()}
     if interrupted or any(s["interrupted"] for s in summaries):
         codes.add(ExitCode.interrupted)
+    flagged = sorted((f for s in summaries for f in s.get("flagged", [])),
+                     key=lambda f: (f["source"], f["page"]))
     code = next(c for c in SEVERITY if c in codes or c is ExitCode.ok)
-    if code is ExitCode.ok and failures:
-        code = ExitCode.pages_failed
+    if code in (ExitCode.ok, ExitCode.pages_flagged):  # the merged pages decide (convert's policy)
+        code = run_exit_code(False, failures, flagged, settings.accept)
+    if code is ExitCode.pages_flagged:
+        reporter.problem(flagged_message(flagged, settings.accept))
     model = summaries[0]["model"] if summaries else settings.model
     summary = run_summary(model, fp, docs, dict(sorted(pages.items())), failures,
-                          code is ExitCode.interrupted, elapsed, tokens, steps) | {
+                          code is ExitCode.interrupted, elapsed, tokens, steps, flagged) | {
         "workers": len(results),
         "worker_errors": [{"worker": k, "error": msg} for k, msg in errors],
         "faults": dict(sorted(faults.items())),
         "exit_code": int(code),
     }
+    if settings.faults.armed:
+        summary["injected_faults"] = settings.faults.armed
     if code is ExitCode.interrupted:
         reporter.problem("interrupted: finished pages were kept; run the same command again to "
                          "convert the rest")

@@ -3,7 +3,7 @@
     python scripts/stress.py --json        # everything; one JSON object on stdout
 
 Every scenario runs the real CLI in a subprocess (the real renderer, engine and model) and
-judges it with tests/robustness_harness.py: the documented exit code, one-line messages and
+judges it with ocrcli/testing/harness.py: the documented exit code, one-line messages and
 no traceback, every page of every input converted or failed with a recorded reason, nothing
 written outside -o, no temp file or process left behind, bounded memory. Faults that cannot
 be caused from outside (a hung or crashing renderer, out-of-memory on the device, a full disk
@@ -32,15 +32,19 @@ sys.path.insert(0, str(REPO))
 
 import orjson  # noqa: E402
 
-from tests import hostile_inputs as hi  # noqa: E402
-from tests.robustness_harness import (  # noqa: E402
+from ocrcli.testing import hostile_inputs as hi  # noqa: E402
+from ocrcli.testing.harness import (  # noqa: E402
     FAST,
+    OOM_ARGS,
+    OOM_LINES,
+    OOM_RETRY_FAULTS,
     Run,
     Verdict,
     comparable_outputs,
     judge_process,
     judge_processes_gone,
     judged_convert,
+    oom_retry_problems,
     run_cli,
     start_cli,
 )
@@ -251,7 +255,7 @@ class Stress:
 
     def _model_folders(self, base: Path) -> list[tuple[Path, int]]:
         """Model folders that must be refused (3) without running anything in them."""
-        from tests.model_folders import corrupt_weights, pickle_only, remote_code
+        from ocrcli.testing.model_folders import corrupt_weights, pickle_only, remote_code
 
         return [(pickle_only(base / "m-pickle", base / "PWNED_PICKLE"), 3),
                 (remote_code(base / "m-remote", base / "PWNED_REMOTE_CODE"), 3),
@@ -260,12 +264,12 @@ class Stress:
     def model_faults(self) -> None:
         """A looping model ends pages as degenerate; out-of-memory halves and retries with
         identical output; decoding past --page-timeout ends the page as timeout."""
-        from tests.model_folders import looping_model
+        from ocrcli.testing.model_folders import looping_model
 
         base = self.work / "model"
         base.mkdir(parents=True)
         doc = base / "doc.pdf"
-        doc.write_bytes(hi.small_text_pdf(pages=2, lines=2, seed=3))
+        doc.write_bytes(hi.small_text_pdf(pages=2, lines=OOM_LINES, seed=3))
         item = [hi.Hostile(doc, "model-fault", frozenset({hi.CONVERT}))]
         looping = looping_model(base / "looping")
         run, _, out = self.convert("model", [str(doc)], {0}, item,
@@ -273,14 +277,12 @@ class Stress:
         statuses = {orjson.loads(p.read_bytes())["status"] for p in out.rglob("page-*.json")}
         if statuses != {"degenerate"}:
             self.v.add("wrong_exit_codes", f"looping model: page statuses {statuses}")
-        # Drafting on (the model's default), so a retried pass re-verifies drafts too.
-        args = ("--max-new-tokens", "6", "--dpi", "72", "-q", "--batch-size", "8")
+        args = OOM_ARGS
         ref = self.convert("model", [str(doc)], {0}, item, args=args)[2]
-        for env in ({"OCRCLI_FAULT_OOM_AT_STEP": "2"}, {"OCRCLI_FAULT_OOM_ROWS_OVER": "2"}):
+        for env in OOM_RETRY_FAULTS:
             run, _, out = self.convert("model", [str(doc)], {0}, item, args=args, env=env)
-            self._same(ref, out, f"out-of-memory retry {env}")
-            if (run.summary or {}).get("faults", {}).get("oom_retries", 0) < 1:
-                self.v.add("wrong_exit_codes", f"{env}: no out-of-memory retry happened")
+            for counter, problem in oom_retry_problems(run, out, ref, env):
+                self.v.add(counter, problem)
         failing = [hi.Hostile(doc, "oom-always", frozenset({hi.FAIL}))]
         self.convert("model", [str(doc)], {1}, failing, args=args,
                      env={"OCRCLI_FAULT_OOM_ROWS_OVER": "0"})

@@ -20,9 +20,12 @@ def shared_data(sub: str) -> Path:
     return path
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """The real `ocrcli` entry point in a subprocess."""
-    env = dict(os.environ)
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 900,
+            stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The real `ocrcli` entry point in a subprocess (`stdin`: text piped in; `env`:
+    variables set on top of this process's)."""
+    env = dict(os.environ) | (env or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     return subprocess.run([sys.executable, "-m", "ocrcli.cli", *args], capture_output=True,
-                          text=True, cwd=cwd or REPO, timeout=timeout, env=env)
+                          text=True, cwd=cwd or REPO, timeout=timeout, env=env,
+                          input=stdin)

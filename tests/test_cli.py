@@ -52,7 +52,7 @@ def test_convert_samples_then_resume(tmp_path):
     assert third["pages"]["converted"] == 1 and third["pages"]["skipped"] == 5
     # A changed setting that affects output redoes the pages.
     r = run_cli("convert", str(SAMPLES / "memo.jpg"), "-o", str(out / "m"), "--summary", "-",
-                "--max-new-tokens", "40")
+                "--max-new-tokens", "40", "--accept", "truncated,degenerate")
     assert json.loads(r.stdout)["pages"]["converted"] == 1
 
 
@@ -71,7 +71,8 @@ def _bad_folder(tmp_path: Path) -> Path:
 def test_bad_inputs_are_recorded_and_exit_1(tmp_path):
     folder = _bad_folder(tmp_path)
     out = tmp_path / "out"
-    r = run_cli("convert", str(folder), "-o", str(out), "--summary", "-", "--max-new-tokens", "8")
+    r = run_cli("convert", str(folder), "-o", str(out), "--summary", "-", "--max-new-tokens", "8",
+        "--accept", "truncated,degenerate")
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
     summary = json.loads(r.stdout)
@@ -90,7 +91,7 @@ def test_encrypted_pdf_converts_with_password(tmp_path):
     folder.mkdir()
     (folder / "locked.pdf").write_bytes(encrypted_pdf("secret"))
     r = run_cli("convert", str(folder), "-o", str(tmp_path / "out"), "--password", "secret",
-                "--summary", "-", "--max-new-tokens", "8")
+                "--summary", "-", "--max-new-tokens", "8", "--accept", "truncated,degenerate")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["pages"]["converted"] == 1
 
@@ -99,7 +100,7 @@ def test_owner_password_only_pdf_converts(tmp_path):
     path = tmp_path / "owner-only.pdf"
     path.write_bytes(encrypted_pdf(""))
     r = run_cli("convert", str(path), "-o", str(tmp_path / "out"), "--summary", "-",
-                "--max-new-tokens", "8")
+                "--max-new-tokens", "8", "--accept", "truncated,degenerate")
     assert r.returncode == 0, r.stderr
 
 
@@ -139,6 +140,7 @@ def test_output_mirrors_input_tree_and_pages_option(tmp_path):
     shutil.copy(SAMPLES / "report.pdf", tree / "b" / "doc.pdf")
     out = tmp_path / "out"
     r = run_cli("convert", str(tree), "-o", str(out), "--pages", "2", "--max-new-tokens", "6",
+        "--accept", "truncated,degenerate",
                 "--summary", "-")
     assert r.returncode == 0, r.stderr
     assert (out / "in" / "b" / "doc.pdf" / "page-0002.json").exists()
@@ -152,7 +154,7 @@ def test_tiff_with_several_frames(tmp_path):
     path = tmp_path / "two.tiff"
     frames[0].save(path, save_all=True, append_images=frames[1:])
     r = run_cli("convert", str(path), "-o", str(tmp_path / "o"), "--summary", "-",
-                "--max-new-tokens", "6")
+                "--max-new-tokens", "6", "--accept", "truncated,degenerate")
     assert r.returncode == 0 and json.loads(r.stdout)["pages"]["converted"] == 2
 
 
@@ -161,6 +163,7 @@ def test_every_olmocr_sample_pdf_yields_output_or_failure(tmp_path):
     pdfs = shared_data("olmocr-bench-sample/pdfs")
     out = tmp_path / "out"
     r = run_cli("convert", str(pdfs), "-o", str(out), "--summary", "-", "--max-new-tokens", "24",
+        "--accept", "truncated,degenerate",
                 "--batch-size", "32")
     assert r.returncode in (0, 1), r.stderr
     assert "Traceback" not in r.stderr
@@ -177,7 +180,7 @@ def test_every_olmocr_sample_pdf_yields_output_or_failure(tmp_path):
 def test_format_json_reruns_skip_done_pages_and_md_comes_back_without_decoding(tmp_path):
     out = tmp_path / "out"
     args = ("convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--summary", "-",
-            "--max-new-tokens", "6")
+            "--max-new-tokens", "6", "--accept", "truncated,degenerate")
     first = run_cli(*args, "--format", "json")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["pages"]["converted"] == 1
@@ -189,7 +192,7 @@ def test_format_json_reruns_skip_done_pages_and_md_comes_back_without_decoding(t
         pages = json.loads(r.stdout)["pages"]
         assert pages["skipped"] == 1 and pages["converted"] == 0, formats
     text = json.loads(page.with_suffix(".json").read_text())["text"]
-    assert text and page.with_suffix(".md").read_text(encoding="utf-8") == text
+    assert text and page.with_suffix(".md").read_text(encoding="utf-8") == text + "\n"
 
 
 def test_format_json_rerun_writes_no_markdown(tmp_path):
@@ -197,7 +200,7 @@ def test_format_json_rerun_writes_no_markdown(tmp_path):
     out = tmp_path / "out"
     for _ in range(2):
         r = run_cli("convert", str(tmp_path / "blank.png"), "-o", str(out), "--format", "json",
-                    "--max-new-tokens", "6")
+                    "--max-new-tokens", "6", "--accept", "truncated,degenerate")
         assert r.returncode == 0, r.stderr
     assert not list(out.rglob("page-*.md"))
 
@@ -208,7 +211,8 @@ def test_same_stem_files_get_their_own_outputs(tmp_path):
     shutil.copy(SAMPLES / "report.pdf", folder / "a.pdf")
     shutil.copy(SAMPLES / "reading-order.png", folder / "a.png")
     out = tmp_path / "out"
-    r = run_cli("convert", str(folder), "-o", str(out), "--pages", "1", "--max-new-tokens", "6")
+    r = run_cli("convert", str(folder), "-o", str(out), "--pages", "1", "--max-new-tokens", "6",
+        "--accept", "truncated,degenerate")
     assert r.returncode == 0, r.stderr
     for name in ("a.pdf", "a.png"):
         record = json.loads((out / "in" / name / "page-0001.json").read_text())
@@ -232,7 +236,8 @@ def test_unreadable_document_is_finished_like_any_other(tmp_path):
     stale = tmp_path / "out" / "in" / "corrupt.pdf" / f".ocrcli-{_host()}-{dead.pid}.dead.tmp"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"half")
-    r = run_cli("convert", str(folder), "-o", str(tmp_path / "out"), "--max-new-tokens", "6")
+    r = run_cli("convert", str(folder), "-o", str(tmp_path / "out"), "--max-new-tokens", "6",
+        "--accept", "truncated,degenerate")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     manifest = json.loads((stale.parent / "manifest.json").read_text())
     assert manifest["page_count"] == 0 and manifest["pages"] == {} and "PDF" in manifest["error"]

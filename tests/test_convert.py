@@ -39,6 +39,7 @@ def test_builtin_fingerprint_covers_config_tokenizer_and_reader_code(tmp_path):
 def test_rerun_of_a_finished_run_imports_no_torch(tmp_path):
     out = tmp_path / "out"
     args = ["convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--max-new-tokens", "8",
+        "--accept", "truncated,degenerate",
             "--render-workers", "0", "--quiet"]
     assert run_cli(*args).returncode == 0
     probe = ("import sys\nfrom ocrcli.cli import app\n"

@@ -45,10 +45,10 @@ def test_format_json_pages_resume_and_markdown_comes_back_from_the_json(tmp_path
     assert tree.is_done("d.pdf", 1, "f", {"json"}) and not md.exists()
     assert not tree.is_done("d.pdf", 1, "other", {"json"})
     assert tree.is_done("d.pdf", 1, "f", {"md", "json"})
-    assert md.read_bytes() == rec.text.encode("utf-8")
+    assert md.read_bytes() == rec.text.encode("utf-8") + b"\n"  # the bytes write_page writes
     md.unlink()
     assert tree.is_done("d.pdf", 1, "f")  # the default is the CLI's: md and json
-    assert md.read_bytes() == rec.text.encode("utf-8")
+    assert md.read_bytes() == rec.text.encode("utf-8") + b"\n"
 
 
 def test_page_written_without_md_removes_an_older_md(tmp_path):

@@ -20,7 +20,7 @@ from ocrcli.render import RenderSettings, render_page
 from tests.conftest import SAMPLES, run_cli
 from tests.test_shards import blank_pdf
 
-FAST = ("--max-new-tokens", "8")
+FAST = ("--max-new-tokens", "8", "--accept", "truncated,degenerate")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_page_decoder_writes_convert_records(plain):
     for (rel, page), record in by_page.items():
         written = json.loads((out / rel / f"page-{page:04d}.json").read_text())
         assert vars(record) == written, (rel, page)
-        assert (out / rel / f"page-{page:04d}.md").read_text() == record.text
+        assert (out / rel / f"page-{page:04d}.md").read_text() == record.text + "\n"
 
 
 def test_page_decoder_records_unrenderable_pages():
@@ -115,3 +115,12 @@ def test_ray_convert_passes_the_model_options(tmp_path):
         assert r.returncode == 2, r.stderr
         lines.append(r.stderr.strip().splitlines()[-1])
     assert lines[0] == lines[1] and "--mode" in lines[0]
+
+
+def test_an_empty_shard_exits_0_with_a_zero_page_summary(tmp_path):
+    out = tmp_path / "out"
+    r = run_cli("ray-convert", str(SAMPLES), "-o", str(out), "--shard", "2/8")  # no documents
+    assert r.returncode == 0, r.stderr
+    assert "shard 2/8 has no documents (4 documents in all)" in r.stderr
+    summary = json.loads((out / "summary-shard-2-of-8.json").read_text())
+    assert summary["pages"]["converted"] == 0 and summary["exit_code"] == 0

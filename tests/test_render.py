@@ -46,3 +46,54 @@ def test_stream_keeps_order_with_worker_processes(tmp_path):
         renderer.close()
     assert [g.ref for g in got] == refs
     assert all(isinstance(g.image, Image.Image) for g in got)
+
+
+def _refuse_to_unpickle() -> None:
+    raise ValueError("garbage on the pipe")
+
+
+class _Unreadable:
+    """Pickles in the render worker; reading it back in the parent raises, as a corrupt or
+    foreign message on the worker's pipe would."""
+
+    def __reduce__(self):
+        return (_refuse_to_unpickle, ())
+
+
+def _garbage_for_small_images(image: Image.Image) -> object:
+    """A page preparation whose answer for a 100-pixel-wide image cannot be read back."""
+    return _Unreadable() if image.width == 100 else "prepared"
+
+
+def test_a_worker_answer_that_is_not_a_page_fails_that_page_and_the_stream_goes_on(tmp_path):
+    """Without --page-timeout nothing else would ever take the page back from its worker."""
+    import signal
+
+    small = tmp_path / "small.png"
+    Image.new("RGB", (100, 50), "white").save(small)
+    refs = [PageRef(0, SAMPLES / "report.pdf", "pdf", 1), PageRef(1, small, "image", 1),
+            PageRef(0, SAMPLES / "report.pdf", "pdf", 2)]
+    renderer = Renderer(RenderSettings(dpi=72), workers=1, prefetch=3,
+                        prepare=_garbage_for_small_images)
+
+    def hung(signum, frame):
+        raise TimeoutError("the stream kept waiting for the page with the bad answer")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        stream = renderer.stream(refs)
+        got = []
+        while not stream.done:
+            got.append(stream.poll(block=True))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        renderer.close()
+    assert [g.ref for g in got] == refs
+    assert got[0].prepared == got[2].prepared == "prepared"
+    bad = got[1]
+    assert bad.image is None and not bad.timed_out
+    assert bad.error.startswith("cannot render page: the renderer process sent an answer that "
+                                "is not a page (ValueError: garbage on the pipe)")
+    assert "\n" not in bad.error and renderer.replaced == 1

@@ -20,24 +20,29 @@ import pytest
 from ocrcli.engine.policy import DraftPolicy
 from ocrcli.engine.scheduler import OOM_MESSAGE, Engine, list_source
 from ocrcli.errors import OutputError
+from ocrcli.faults import NO_FAULTS, Faults
 from ocrcli.inputs import PageRef, open_image, open_pdf, relative_names
 from ocrcli.models.base import GuardConfig
 from ocrcli.output import OutputTree, atomic_write, remove_stale_temps
 from ocrcli.render import Renderer, RenderSettings
-from tests import hostile_inputs as hi
-from tests.conftest import SAMPLES, shared_data
-from tests.engine.conftest import random_model, random_requests
-from tests.model_folders import corrupt_weights, looping_model, pickle_only, remote_code
-from tests.robustness_harness import (
+from ocrcli.testing import hostile_inputs as hi
+from ocrcli.testing.harness import (
     FAST,
+    OOM_ARGS,
+    OOM_LINES,
+    OOM_RETRY_FAULTS,
     Verdict,
     comparable_outputs,
     judge_process,
     judge_processes_gone,
     judged_convert,
+    oom_retry_problems,
     run_cli,
     start_cli,
 )
+from ocrcli.testing.model_folders import corrupt_weights, looping_model, pickle_only, remote_code
+from tests.conftest import SAMPLES, shared_data
+from tests.engine.conftest import random_model, random_requests
 
 
 def assert_clean(verdict: Verdict) -> None:
@@ -106,46 +111,54 @@ def test_non_regular_files_and_bombs_are_refused(tmp_path):
         open_image(tmp_path / "bomb.tif")
 
 
-def _decode_all(model, requests, env: dict[str, str], monkeypatch, batch_size=4, **kw):
-    for key in ("OCRCLI_FAULT_OOM_AT_STEP", "OCRCLI_FAULT_OOM_ROWS_OVER"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+def _decode_all(model, requests, faults: Faults = NO_FAULTS, batch_size=4, **kw):
     engine = Engine(model, batch_size, max(r.max_new_tokens for r in requests),
-                    DraftPolicy(4), GuardConfig())
+                    DraftPolicy(4), GuardConfig(), faults=faults)
     results = {r.key: r for r in engine.run(list_source(list(requests)), **kw)}
     return engine, results
 
 
-@pytest.mark.parametrize("env", [{"OCRCLI_FAULT_OOM_AT_STEP": "3"},
-                                 {"OCRCLI_FAULT_OOM_ROWS_OVER": "1"}])
-def test_out_of_memory_halves_and_retries_losslessly(monkeypatch, env):
+@pytest.mark.parametrize("faults", [Faults(oom_at_step=3), Faults(oom_rows_over=1)])
+def test_out_of_memory_halves_and_retries_losslessly(faults):
     model = random_model()
     requests = random_requests(6, seed=2, max_new=16)
-    _, expected = _decode_all(model, requests, {}, monkeypatch)
-    engine, got = _decode_all(model, random_requests(6, seed=2, max_new=16), env, monkeypatch)
+    _, expected = _decode_all(model, requests)
+    engine, got = _decode_all(model, random_requests(6, seed=2, max_new=16), faults)
     assert engine.oom_retries >= 1 and engine.rows_per_pass < 4
     assert {k: (r.tokens, r.status) for k, r in got.items()} == \
         {k: (r.tokens, r.status) for k, r in expected.items()}
 
 
-def test_out_of_memory_with_one_row_fails_requests_not_the_run(monkeypatch):
-    _, got = _decode_all(random_model(), random_requests(3, max_new=8),
-                         {"OCRCLI_FAULT_OOM_ROWS_OVER": "0"}, monkeypatch)
+def test_out_of_memory_on_the_command_line_retries_on_halves_identically(tmp_path):
+    """scripts/stress.py's out-of-memory scenario, one page: each fault must end in a retry
+    (the scenario creates its condition whatever the timing), recorded in summary.json, with
+    the outputs of a run without it."""
+    doc = tmp_path / "doc.pdf"
+    doc.write_bytes(hi.small_text_pdf(pages=1, lines=OOM_LINES, seed=3))
+    item = [hi.Hostile(doc, "oom-retry", frozenset({hi.CONVERT}))]
+    verdict = Verdict()
+    _, _, ref = judged_convert(tmp_path / "ref", [str(doc)], {0}, verdict, item, args=OOM_ARGS)
+    for n, env in enumerate(OOM_RETRY_FAULTS):
+        run, _, out = judged_convert(tmp_path / f"oom-{n}", [str(doc)], {0}, verdict, item,
+                                     args=OOM_ARGS, env=env)
+        assert oom_retry_problems(run, out, ref, env) == []
+    assert_clean(verdict)
+
+
+def test_out_of_memory_with_one_row_fails_requests_not_the_run():
+    _, got = _decode_all(random_model(), random_requests(3, max_new=8), Faults(oom_rows_over=0))
     assert len(got) == 3 and all(r.status == "failed" and r.error == OOM_MESSAGE
                                  for r in got.values())
 
 
-def test_expired_requests_are_evicted_and_the_rest_unchanged(monkeypatch):
+def test_expired_requests_are_evicted_and_the_rest_unchanged():
     model = random_model()
-    _, expected = _decode_all(model, random_requests(6, seed=3, max_new=20), {}, monkeypatch)
+    _, expected = _decode_all(model, random_requests(6, seed=3, max_new=20))
     holder: dict[str, Engine] = {}
 
     def expired(key) -> bool:  # requests 0 and 1 run out of time after 3 steps
         return key in (0, 1) and holder["engine"].steps >= 3
 
-    for key in ("OCRCLI_FAULT_OOM_AT_STEP", "OCRCLI_FAULT_OOM_ROWS_OVER"):
-        monkeypatch.delenv(key, raising=False)
     engine = Engine(model, 4, 20, DraftPolicy(4), GuardConfig())
     holder["engine"] = engine
     got = {r.key: r for r in engine.run(list_source(random_requests(6, seed=3, max_new=20)),
@@ -167,23 +180,23 @@ def _render_all(pdf: Path, pages: int, settings: RenderSettings, workers: int) -
         renderer.close()
 
 
-def test_hung_render_is_abandoned_and_its_worker_replaced(tmp_path, monkeypatch):
+def test_hung_render_is_abandoned_and_its_worker_replaced(tmp_path):
     pdf = tmp_path / "four.pdf"
     pdf.write_bytes(hi.small_text_pdf(pages=4, lines=1))
-    monkeypatch.setenv("OCRCLI_FAULT_RENDER_HANG", "2")
     t0 = time.perf_counter()
-    results, replaced = _render_all(pdf, 4, RenderSettings(dpi=36, page_timeout=3), workers=1)
+    settings = RenderSettings(dpi=36, page_timeout=3, faults=Faults(render_hang=2))
+    results, replaced = _render_all(pdf, 4, settings, workers=1)
     assert [r.ref.page for r in results] == [1, 2, 3, 4] and replaced == 1
     assert results[1].timed_out and "page-timeout" in results[1].error
     assert all(r.image is not None for i, r in enumerate(results) if i != 1)
     assert time.perf_counter() - t0 < 60
 
 
-def test_crashed_render_worker_fails_only_its_page(tmp_path, monkeypatch):
+def test_crashed_render_worker_fails_only_its_page(tmp_path):
     pdf = tmp_path / "four.pdf"
     pdf.write_bytes(hi.small_text_pdf(pages=4, lines=1))
-    monkeypatch.setenv("OCRCLI_FAULT_RENDER_CRASH", "3")
-    results, replaced = _render_all(pdf, 4, RenderSettings(dpi=36), workers=2)
+    settings = RenderSettings(dpi=36, faults=Faults(render_crash=3))
+    results, replaced = _render_all(pdf, 4, settings, workers=2)
     assert [r.ref.page for r in results] == [1, 2, 3, 4] and replaced == 1
     assert "died" in results[2].error and not results[2].timed_out
     assert all(r.image is not None for i, r in enumerate(results) if i != 2)
@@ -364,7 +377,8 @@ def test_looping_model_pages_are_degenerate_and_the_run_goes_on(tmp_path):
     verdict = Verdict()
     _, _, out = judged_convert(tmp_path, [str(doc)], {0}, verdict,
                                [hi.Hostile(doc, "looping", frozenset({hi.CONVERT}))],
-                               args=(*FAST, "--max-new-tokens", "120", "--model", str(model)))
+                               args=(*FAST, "--max-new-tokens", "120",
+                                   "--accept", "truncated,degenerate", "--model", str(model)))
     assert_clean(verdict)
     records = page_records(out)
     assert len(records) == 2 and {r["status"] for r in records.values()} == {"degenerate"}
@@ -377,7 +391,7 @@ def test_decoding_past_the_page_timeout_ends_the_page(tmp_path):
     verdict = Verdict()
     run, _, out = judged_convert(
         tmp_path, [str(doc)], {1}, verdict, [hi.Hostile(doc, "slow", frozenset({hi.FAIL}))],
-        args=(*FAST, "--max-new-tokens", "60", "--page-timeout", "3"),
+        args=(*FAST, "--max-new-tokens", "60", "--accept", "truncated,degenerate", "--page-timeout", "3"),
         env={"OCRCLI_FAULT_STEP_DELAY": "0.5"}, timeout=120)
     assert_clean(verdict)
     (record,) = page_records(out).values()
@@ -422,7 +436,7 @@ def test_kill_9_at_random_moments_then_rerun_is_identical(tmp_path):
 
     doc = tmp_path / "hundred.pdf"
     doc.write_bytes(hi.sparse_text_pdf(100, every=10, seed=11))
-    args = ("--max-new-tokens", "4", "--dpi", "36", "-q")
+    args = ("--max-new-tokens", "4", "--accept", "truncated,degenerate", "--dpi", "36", "-q")
     verdict = Verdict()
     item = [hi.Hostile(doc, "kill-9", frozenset({hi.CONVERT}))]
     _, _, ref = judged_convert(tmp_path, [str(doc)], {0}, verdict, item, args=args)

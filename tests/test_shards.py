@@ -106,7 +106,8 @@ def test_adding_a_file_with_the_same_stem_keeps_names(tmp_path):
 def _convert(args: list[str]) -> dict:
     """The Typer app with real arguments, in this process (15 runs in a subprocess each would
     mostly measure interpreter start-up)."""
-    result = CliRunner().invoke(app, ["convert", *args, "--max-new-tokens", "8", "--render-workers",
+    result = CliRunner().invoke(app, ["convert", *args, "--max-new-tokens", "8",
+        "--accept", "truncated,degenerate", "--render-workers",
                                       "0", "--log", "plain", "--quiet", "--summary", "-"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -138,6 +139,7 @@ def test_shards_into_one_folder_then_status(tmp_path):
     out = tmp_path / "out"
     for k in (1, 3):  # shard 2/3 has not run yet
         r = run_cli("convert", str(src), "-o", str(out), "--shard", f"{k}/3", "--max-new-tokens", "8",
+            "--accept", "truncated,degenerate",
                     "--render-workers", "0", "--quiet")
         assert r.returncode == 0, r.stderr
     r = run_cli("status", str(out), str(src), "--json")
@@ -149,6 +151,7 @@ def test_shards_into_one_folder_then_status(tmp_path):
     r = run_cli("status", str(out), str(src), "--shard", "1/3")
     assert r.returncode == 0, r.stdout + r.stderr
     r = run_cli("convert", str(src), "-o", str(out), "--shard", "2/3", "--max-new-tokens", "8",
+        "--accept", "truncated,degenerate",
                 "--render-workers", "0", "--quiet")
     assert r.returncode == 0, r.stderr
     r = run_cli("status", str(out), str(src))

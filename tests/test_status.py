@@ -20,7 +20,8 @@ def converted(tmp_path_factory) -> tuple[Path, Path, dict[str, int]]:
     src = root / "in"
     expected = small_documents(src)
     out = root / "out"
-    r = run_cli("convert", str(src), "-o", str(out), "--max-new-tokens", "8", "--render-workers", "0",
+    r = run_cli("convert", str(src), "-o", str(out), "--max-new-tokens", "8",
+        "--accept", "truncated,degenerate", "--render-workers", "0",
                 "--quiet")
     assert r.returncode == 0, r.stderr
     return src, out, expected

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ocrcli.convert import page_counts, run_summary
+from ocrcli.convert import flagged_entry, flagged_message, page_counts, run_exit_code, run_summary
 from ocrcli.errors import ExitCode
 from ocrcli.inputs import Document, display_path, path_text
 from ocrcli.output import OutputTree
 from ocrcli.pages import CONVERTED
-from ocrcli.progress import Reporter
+from ocrcli.progress import DocumentPlan, PageEvent, Reporter
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class PageOutcome:
 
 class RunLedger:
     def __init__(self, tree: OutputTree, docs: list[Document], fingerprint: str, model_id: str,
-                 reporter: Reporter):
+                 reporter: Reporter, accept: frozenset[str] = frozenset()):
         self.tree = tree
         self.docs = docs
         self.fingerprint = fingerprint
@@ -49,10 +49,13 @@ class RunLedger:
         self.report = reporter
         self.remaining: dict[int, int] = {}  # document index -> pages not yet written
         self.failures: list[dict] = []
+        self.flagged: list[dict] = []  # converted pages that are not ok
+        self.accept = accept  # flagged statuses that still exit 0 (--accept)
         self.counts: Counter = Counter()
         self.skipped = 0
 
-    def plan(self, resume: bool, formats: frozenset[str] = frozenset({"md", "json"})) -> list[DocumentWork]:
+    def plan(self, resume: bool, formats: frozenset[str] = frozenset({"md", "json"}),
+             retry: frozenset[str] = frozenset()) -> list[DocumentWork]:
         """What is left to do; records unreadable documents and finishes complete ones."""
         work: list[DocumentWork] = []
         for i, doc in enumerate(self.docs):
@@ -62,12 +65,13 @@ class RunLedger:
                 self.report.problem(f"{display_path(doc.path)}: {doc.error}")
                 continue
             todo = [p for p in doc.pages
-                    if not (resume and self.tree.is_done(doc.rel, p, self.fingerprint, formats))]
+                    if not (resume and self.tree.is_done(doc.rel, p, self.fingerprint, formats, retry))]
             self.skipped += len(doc.pages) - len(todo)
             if todo:
                 work.append(DocumentWork(i, doc, todo))
                 self.remaining[i] = len(todo)
-        self.report.start(len(self.docs), sum(len(w.pages) for w in work))
+        self.report.start(len(self.docs), sum(len(w.pages) for w in work),
+                          [DocumentPlan(display_path(w.document.path), len(w.pages)) for w in work])
         for i, doc in enumerate(self.docs):
             if i not in self.remaining:
                 self._finish_document(doc)
@@ -82,7 +86,15 @@ class RunLedger:
             self.failures.append({"source": path_text(doc.path), "page": outcome.page,
                                   "status": outcome.status, "error": outcome.error})
             self.report.problem(f"{display_path(doc.path)} page {outcome.page}: {outcome.error}")
-        self.report.page(outcome.tokens, outcome.verify_steps)
+        elif outcome.status != "ok":
+            self.flagged.append(flagged_entry(path_text(doc.path), outcome.page, outcome.status,
+                                              outcome.error))
+            self.report.problem(f"{display_path(doc.path)} page {outcome.page}: {outcome.status}: "
+                                f"{outcome.error}")
+        output = self.tree.page_stem(doc.rel, outcome.page).with_suffix(".json")
+        self.report.page(outcome.tokens, outcome.verify_steps, PageEvent(
+            display_path(doc.path), outcome.page, outcome.status, outcome.error, None,
+            path_text(output)))
         self.remaining[outcome.doc_index] -= 1
         if self.remaining[outcome.doc_index] == 0:
             del self.remaining[outcome.doc_index]
@@ -105,12 +117,17 @@ class RunLedger:
                              {str(p): manifest["pages"][str(p)] for p in doc.pages}, None)
 
     def exit_code(self, interrupted: bool) -> ExitCode:
-        if interrupted:
-            return ExitCode.interrupted
-        return ExitCode.pages_failed if self.failures else ExitCode.ok
+        return run_exit_code(interrupted, self.failures, self.flagged, self.accept)
+
+    def closing_problem(self, interrupted: bool) -> str | None:
+        """The line that explains an exit code decided by flagged pages."""
+        if self.exit_code(interrupted) is ExitCode.pages_flagged:
+            return flagged_message(self.flagged, self.accept)
+        return None
 
     def summary(self, elapsed: float, interrupted: bool) -> dict:
         c = self.counts
         return run_summary(self.model_id, self.fingerprint, self.docs, page_counts(c, self.skipped),
-                           self.failures, interrupted, elapsed, c["tokens"], c["verify_steps"]) | {
+                           self.failures, interrupted, elapsed, c["tokens"], c["verify_steps"],
+                           self.flagged) | {
             "exit_code": int(self.exit_code(interrupted))}

@@ -16,6 +16,7 @@ Ray is an optional extra (`pip install ocrcli[ray]`); only this module imports i
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -26,11 +27,11 @@ import ray
 import ray.data
 from PIL import Image
 
-from ocrcli.convert import ConvertSettings
+from ocrcli.convert import ConvertSettings, page_counts, run_summary, summary_name
 from ocrcli.distributed.ledger import DocumentWork, PageOutcome, RunLedger
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.errors import ExitCode, OcrCliError, UsageError
-from ocrcli.inputs import PageRef, collect
+from ocrcli.inputs import PageRef, collect, document_names, empty_shard_notice
 from ocrcli.models.base import LoadedModel
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.output import OutputTree, PageRecord, check_writable
@@ -168,7 +169,7 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
     for n in notices:
         reporter.notice(n)
     if not docs:
-        raise UsageError("no PDF or image documents found in the inputs")
+        return _empty_shard(s, reporter)
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=options.address, include_dashboard=False,
@@ -183,8 +184,8 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
             if isinstance(exc.cause, OcrCliError):
                 raise exc.cause from None
             raise
-        ledger = RunLedger(OutputTree(s.out), docs, fp, model_id, reporter)
-        work = ledger.plan(s.resume, s.formats)
+        ledger = RunLedger(OutputTree(s.out), docs, fp, model_id, reporter, s.accept)
+        work = ledger.plan(s.resume, s.formats, s.retry)
         t0 = time.perf_counter()
         interrupted = False
         try:
@@ -200,9 +201,25 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
             interrupted = True
         ledger.finish_remaining()
         summary = ledger.summary(time.perf_counter() - t0, interrupted)
-        ledger.tree.write_json(s.out / "summary.json", summary)
+        if (closing := ledger.closing_problem(interrupted)) is not None:
+            reporter.problem(closing)
+        ledger.tree.write_json(s.out / summary_name(s.shard), summary)
         reporter.finish(summary)
         return ledger.exit_code(interrupted), summary
     finally:
         if started_ray:
             ray.shutdown()
+
+
+def _empty_shard(s: ConvertSettings, reporter: Reporter) -> tuple[ExitCode, dict]:
+    """A shard that the hash gave no documents exits 0 with a zero-page summary, as `convert`
+    does; inputs with no documents at all are a usage error."""
+    total = len(document_names(s.inputs)) if s.shard is not None else 0
+    if not total:
+        raise UsageError("no PDF or image documents found in the inputs")
+    reporter.notice(empty_shard_notice(s.shard, total))
+    summary = run_summary(s.model, None, [], page_counts(Counter(), 0), [], False, 0.0, 0, 0) | {
+        "exit_code": int(ExitCode.ok)}
+    OutputTree(s.out).write_json(s.out / summary_name(s.shard), summary)
+    reporter.finish(summary)
+    return ExitCode.ok, summary

@@ -9,11 +9,10 @@ which a fast engine keeps to a few buckets (scheduler.Engine._span): each compil
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
-import torch._dynamo.exc
-import torch._inductor.exc
 
 
 @dataclass(frozen=True)
@@ -26,10 +25,20 @@ class CaptureSettings:
 # process builds over one model class (dynamo counts them per code object). Past torch's
 # default of 8, fullgraph=True would fail instead of compiling another shape.
 RECOMPILE_LIMIT = 256
-# What a step that cannot be compiled raises (tracing, code generation or the recompile
-# limit), before it has changed any state: the engine then runs it eagerly.
-CAPTURE_FAILURES = (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit,
-                    torch._inductor.exc.InductorError)
+
+
+def capture_failures() -> tuple[type[BaseException], ...]:
+    """What a step that cannot be compiled raises (tracing, code generation or the recompile
+    limit), before it has changed any state: the engine then runs it eagerly. Empty until
+    torch.compile has been used: torch._dynamo takes longer to import than torch itself, and
+    no step can raise its errors before it is imported."""
+    if "torch._dynamo" not in sys.modules:
+        return ()
+    import torch._dynamo.exc
+    import torch._inductor.exc
+
+    return (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit,
+            torch._inductor.exc.InductorError)
 
 
 class CapturedSteps:

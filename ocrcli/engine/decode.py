@@ -11,6 +11,9 @@ tensor it makes is made there, and the host reads the device once per step (`Ste
 one packed read of the committed tokens). Only the confidence gate's early exit on an exact
 engine reads more (see `draft.draft_tokens`).
 
+The step also returns each committed token's log-probability under the verifying model (the
+argmax's log-softmax, which costs one reduction beside the argmax): the page's confidence.
+
 Shapes: S cache slots, B rows this step, K' drafted positions (0..max_depth), T = K' + 1, d, V.
 """
 
@@ -25,6 +28,8 @@ from ocrcli.engine.draft import draft_tokens
 from ocrcli.engine.guard import ban_repeats
 from ocrcli.engine.policy import DraftPolicy
 from ocrcli.models.base import GuardConfig
+
+LOGPROB_SCALE = 1_000_000  # micro-nats: log-probabilities packed as integers
 
 Rows = slice | torch.Tensor  # the cache slots of a step: a contiguous run, or slot ids [B]
 
@@ -52,6 +57,7 @@ class StepOutput:
     committed: list[list[int]]  # per row: accepted drafts, then the corrected/bonus token
     accepted: list[int]  # per row: drafts accepted (0..K')
     drafted: list[int]  # per row: drafts verified
+    logprobs: list[list[float]]  # per row: log-probability of each committed token
     draft_s: float
     verify_s: float
 
@@ -86,6 +92,7 @@ def decode_step(
         logits = ban_repeats(logits, state.history[rows], state.history_len[rows], drafts, guard,
                              guard_allowed)
     target = logits.argmax(dim=-1)  # [B,T]
+    top_logprob = logits.amax(dim=-1) - logits.logsumexp(dim=-1)  # [B,T] log p(target)
     match = (drafts == target[:, :k]) & (steps[None, :k] < depth[:, None])  # [B,K']
     accepted = match.long().cumprod(dim=1).sum(dim=1)  # [B]
     next_token = target.gather(1, accepted[:, None])[:, 0]  # [B]
@@ -96,11 +103,16 @@ def decode_step(
         prev_hidden = torch.cat([last_hidden[:, None], hidden[:, :-1]], dim=1)
         model.draft_commit(rows, prev_hidden, tokens, positions, span=span)
     _advance(state, rows, drafts, accepted, next_token, next_hidden, guard.ngram > 0)
-    packed = torch.cat([accepted[:, None], depth[:, None], next_token[:, None], drafts], dim=1)
+    # Log-probabilities travel as integer micro-nats, so that the step still reads the host once.
+    micro_nats = (top_logprob.float() * LOGPROB_SCALE).round().long()  # [B,T]
+    packed = torch.cat([accepted[:, None], depth[:, None], next_token[:, None], drafts, micro_nats],
+                       dim=1)
     t2 = time.perf_counter()
     values = packed.tolist()  # the step's one device->host read
     committed = [row[3:3 + row[0]] + [row[2]] for row in values]
-    return StepOutput(committed, [row[0] for row in values], [row[1] for row in values], t1 - t0, t2 - t1)
+    logprobs = [[v / LOGPROB_SCALE for v in row[3 + k:4 + k + row[0]]] for row in values]
+    return StepOutput(committed, [row[0] for row in values], [row[1] for row in values], logprobs,
+                      t1 - t0, t2 - t1)
 
 
 def _advance(state: DecodeState, rows: Rows, drafts, accepted, next_token, next_hidden,

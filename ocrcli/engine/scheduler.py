@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ocrcli import faults
-from ocrcli.engine.capture import CAPTURE_FAILURES, CapturedSteps, CaptureSettings
+from ocrcli.engine.capture import CapturedSteps, CaptureSettings, capture_failures
 from ocrcli.engine.decode import DecodeState, Rows, StepOutput, decode_step
 from ocrcli.engine.guard import is_looping, whitelist_mask
 from ocrcli.engine.policy import DraftPolicy
 from ocrcli.errors import one_line
+from ocrcli.faults import NO_FAULTS, Faults
 from ocrcli.models.base import DecodeRequest, DecoderModel, GuardConfig, ModelSpec
 
 # fetch(n, block) -> up to n requests; [] when none is ready (block=False); None when exhausted
@@ -43,6 +43,8 @@ class RequestStats:
     verify_steps: int = 0
     accepted_hist: Counter = field(default_factory=Counter)  # accepted drafts per step -> count
     drafted: int = 0
+    logprob_sum: float = 0.0  # log-probabilities of the decoded tokens (the prefill's first has none)
+    logprob_tokens: int = 0
     prefill_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
@@ -95,8 +97,9 @@ class Engine:
     def __init__(self, model: DecoderModel, batch_size: int, max_new_tokens: int,
                  policy: DraftPolicy, guard: GuardConfig | None = None, max_prompt: int | None = None,
                  proposer=None, exact: bool | None = None, span_bucket: int = SPAN_BUCKET,
-                 capture: CaptureSettings | None = None):
+                 capture: CaptureSettings | None = None, faults: Faults = NO_FAULTS):
         self.model = model
+        self.faults = faults  # injected out-of-memory and slow steps (tests only)
         self.spec: ModelSpec = model.spec
         self.batch_size = batch_size
         self.policy = DraftPolicy(min(policy.max_depth, self.spec.max_draft_depth), policy.min_prob,
@@ -129,10 +132,14 @@ class Engine:
         step writes K+1 positions past the row's length)."""
         return min(request.max_new_tokens, self.max_len - len(request.prompt_ids) - self.policy.max_depth)
 
-    def _commit(self, slot: _Slot, tokens: list[int], eos: int) -> int:
+    def _commit(self, slot: _Slot, tokens: list[int], eos: int,
+                logprobs: list[float] | None = None) -> int:
         """Append tokens one at a time under the stop rules; return how many were taken."""
         for n, tok in enumerate(tokens, start=1):
             slot.stats.tokens += 1
+            if logprobs is not None:
+                slot.stats.logprob_sum += logprobs[n - 1]
+                slot.stats.logprob_tokens += 1
             if tok == eos:
                 slot.status = "ok"
                 return n
@@ -195,7 +202,7 @@ class Engine:
                 st.drafted += out.drafted[i]
                 st.draft_s += out.draft_s * share
                 st.verify_s += out.verify_s * share
-                self._commit(active[s], out.committed[i], self.spec.eos_id)
+                self._commit(active[s], out.committed[i], self.spec.eos_id, out.logprobs[i])
 
     def _rows(self, part: list[int]) -> Rows:
         """A step's slots: a slice where they are a contiguous run (cache views, no gather)."""
@@ -239,8 +246,8 @@ class Engine:
             part = todo.pop(0)
             self.steps += 1
             try:
-                faults.check_oom(self.steps, len(part))
-                faults.step_delay()
+                self.faults.check_oom(self.steps, len(part))
+                self.faults.delay_step()
                 out = self._decode(part, active)
             except torch.OutOfMemoryError:
                 _release_device_memory()
@@ -261,7 +268,7 @@ class Engine:
                 self.guard_allowed, self.proposer)
         try:
             return decode_step(self.stepper, *step, early_exit=self.exact)
-        except CAPTURE_FAILURES as exc:
+        except capture_failures() as exc:
             if self.stepper is self.model:
                 raise
             self.stepper, self.capture_error = self.model, one_line(exc)
@@ -276,7 +283,7 @@ class Engine:
             part_ids, part = todo.pop(0)
             t0 = time.perf_counter()
             try:
-                faults.check_oom(None, len(part))
+                self.faults.check_oom(None, len(part))
                 hidden, logits, plen = self.model.prefill(torch.tensor(part_ids), part)
             except torch.OutOfMemoryError:
                 _release_device_memory()

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import PureWindowsPath
 from typing import Any, ClassVar
 
 from fuzzysearch import find_near_matches
@@ -66,6 +67,9 @@ class Rule:
     def __post_init__(self) -> None:
         if not self.pdf:
             raise BenchFormatError("rule has an empty 'pdf'")
+        if not _inside_pdfs(self.pdf):
+            raise BenchFormatError(f"'pdf' {self.pdf!r} must be a path inside pdfs/ (not "
+                                   "absolute, no '..'): outputs are named after it")
         if not self.id:
             raise BenchFormatError("rule has an empty 'id'")
         if not isinstance(self.max_diffs, int) or self.max_diffs < 0:
@@ -75,6 +79,17 @@ class Rule:
 
     def check(self, content: str, renderer: EquationRenderer | None = None) -> Outcome:
         raise NotImplementedError
+
+
+def _inside_pdfs(pdf: str) -> bool:
+    """Whether a rule's `pdf` names a file under the bench's pdfs/ folder. The scorer joins
+    it to that folder and names output files after it, so an absolute path or a '..' would
+    read and write outside the bench's folders (path traversal from a downloaded bench)."""
+    if not isinstance(pdf, str):
+        return False
+    # Windows rules see both separators and every anchor ('/x', 'C:x', UNC paths).
+    path = PureWindowsPath(pdf)
+    return not (path.anchor or ".." in path.parts)
 
 
 def _threshold(expected: str, max_diffs: int) -> float:

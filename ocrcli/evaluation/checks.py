@@ -14,7 +14,7 @@ of the verifiable rewards of Jina-OCR-v1:
   code fences are closed.
 * :func:`repetition_score`: the output does not loop.
 
-:func:`quality_flags` bundles all four.
+:func:`quality_flags` bundles all five (``readable_text`` is :func:`ocrcli.verdict.readable_score`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ocrcli.evaluation.repetition import (
     tokenize_for_repetition,
     trailing_repeat_counts,
 )
+from ocrcli.verdict import readable_score
 
 # --- code masking ------------------------------------------------------------
 
@@ -449,6 +450,7 @@ REWARD_FUNCTIONS: dict[str, Callable[[str], float]] = {
     "table_structure": table_score,
     "markdown_structure": markdown_score,
     "repetition": repetition_score,
+    "readable_text": readable_score,
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ocrcli.convert import Converter, ConvertSettings
-from ocrcli.errors import ExitCode, UsageError
+from ocrcli.errors import ExitCode, UsageError, one_line
 from ocrcli.evaluation.olmocr_bench import BenchScore, bench_conversion_jobs, score_bench
 from ocrcli.inputs import relative_names
 from ocrcli.progress import Reporter
@@ -36,12 +36,18 @@ def run_eval(bench: Path, work: Path, system: str, settings: ConvertSettings,
              reporter: Reporter) -> tuple[ExitCode, BenchScore, dict]:
     if not (bench / "pdfs").is_dir() or not list(bench.glob("*.jsonl")):
         raise UsageError(f"{bench} is not an olmOCR-Bench folder (*.jsonl and pdfs/)")
+    try:  # the bench's own files are checked before anything is written
+        bench_conversion_jobs(bench, system)
+    except ValueError as exc:  # a malformed rule (file:line: why), a 'pdf' outside pdfs/, --system
+        raise UsageError(one_line(exc)) from None
     _link_bench(bench, work)
     jobs = bench_conversion_jobs(work, system)
     pdfs = sorted({j.pdf_path for j in jobs})
     pages = {j.page for j in jobs}
     convert_dir = work / f"{system}.pages"
-    s = replace(settings, inputs=[str(p) for p in pdfs], out=convert_dir, pages=pages)
+    # The score judges flagged pages; they do not fail the evaluation.
+    s = replace(settings, inputs=[str(p) for p in pdfs], out=convert_dir, pages=pages,
+                accept=frozenset({"truncated", "degenerate"}))
     code, summary = Converter(s, reporter).run()
     rel = dict(zip(pdfs, relative_names(pdfs)))
     for job in jobs:

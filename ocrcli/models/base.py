@@ -11,10 +11,11 @@ Shapes: B batch rows, T new positions per row, d model dim, V vocabulary.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import torch
-from PIL import Image
+if TYPE_CHECKING:  # annotations only: render workers unpickle requests without torch
+    import torch
+    from PIL import Image
 
 
 @dataclass
@@ -54,6 +55,10 @@ class ModelSpec:
     max_positions: int  # cache positions the model can address (prompt + generated + drafts)
     prompt_bound: int  # the most prompt tokens one request can hold
     default_max_new_tokens: int  # the token cap per request when the user gives none
+    # A page whose mean log-probability per decoded token is under this was guessed, not read
+    # (verdict.doubt). The scale is the model's own; the built-in model's is measured
+    # (scripts/bench_verdicts.py), the default is a loose bound for models where it is not.
+    min_mean_logprob: float = -1.5
 
 
 @runtime_checkable

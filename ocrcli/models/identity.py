@@ -21,19 +21,30 @@ class ModelIdentity:
     default_max_new_tokens: int = 0  # the model's token cap per request (0: learnt by loading it)
 
 
+_FINGERPRINTS: dict[tuple, str] = {}  # builtin_fingerprint's, by the files' identity and stat
+
+
 def builtin_fingerprint(folder: Path, code_dir: Path = BUILTIN_DIR) -> str:
     """The built-in reader's identity: its weights, config and tokenizer, and the code that
     turns a page into line crops and line texts back into Markdown (every module in
     `models/builtin/`). A change to the layout step changes the pages it writes as surely as
     new weights do, so a resumed run must not keep pages that the old code wrote."""
+    paths = [folder / "model.safetensors", folder / "config.json", folder / "tokenizer.json",
+             *sorted(code_dir.glob("*.py"))]
+    # A run asks twice (quick_identity, then the loader): the files are hashed once per
+    # process unless one of them changed in between.
+    key = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                for p, st in ((p, p.stat()) for p in paths))
+    if key in _FINGERPRINTS:
+        return _FINGERPRINTS[key]
     h = hashlib.sha256()
-    for path in [folder / "model.safetensors", folder / "config.json", folder / "tokenizer.json",
-                 *sorted(code_dir.glob("*.py"))]:
+    for path in paths:
         h.update(path.name.encode() + b"\0")
         with path.open("rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
-    return h.hexdigest()[:16]
+    _FINGERPRINTS[key] = h.hexdigest()[:16]
+    return _FINGERPRINTS[key]
 
 
 def quick_identity(name: str) -> ModelIdentity | None:

@@ -23,7 +23,15 @@ from torch import nn
 MIN_GEMM_ROWS = 4
 
 
-@torch.compiler.assume_constant_result
+def assume_constant_result(fn):
+    """`torch.compiler.assume_constant_result` without its import of torch._dynamo, which
+    takes longer than importing torch itself and which only torch.compile needs: the marker
+    it sets on `fn` is all it does (tests/test_startup.py checks that they agree)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@assume_constant_result
 def gemm_rows_are_independent(k: int, n: int, dtype: torch.dtype) -> bool:
     """Probe this machine's BLAS once per shape: is row i of a padded [M, k] @ [k, n] product
     the same for every M, position and neighbour rows? A memo of a hardware fact, not state:
@@ -47,7 +55,7 @@ def _probe_gemm_rows(k: int, n: int, dtype: torch.dtype) -> bool:
 def pad_rows(rows: torch.Tensor) -> torch.Tensor:
     """rows [M,k] with zero rows appended up to a multiple of MIN_GEMM_ROWS."""
     extra = -rows.shape[0] % MIN_GEMM_ROWS
-    return torch.cat([rows, rows.new_zeros(extra, rows.shape[1])]) if extra else rows
+    return F.pad(rows, (0, 0, 0, extra)) if extra else rows  # one op, not zeros + cat
 
 
 def _padded_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -56,8 +64,7 @@ def _padded_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     extra = -m % MIN_GEMM_ROWS
     if not extra:
         return torch.matmul(a, b)
-    pad = a.new_zeros(*a.shape[:-2], extra, a.shape[-1])
-    return torch.matmul(torch.cat([a, pad], dim=-2), b)[..., :m, :]
+    return torch.matmul(F.pad(a, (0, 0, 0, extra)), b)[..., :m, :]
 
 
 def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
@@ -69,16 +76,14 @@ def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
     GEMM is row-independent once padded, one padded GEMM does it; elsewhere every row gets
     its own matrix-vector product (exact by construction, several times slower).
     """
-    lead = x.shape[:-1]
-    rows = x.reshape(-1, x.shape[-1])
-    if rows.shape[0] == 0:
-        return (rows @ w_t).reshape(*lead, w_t.shape[-1])
+    if x.dim() != 2:  # [..., k] as rows [M,k]; a 2-D x needs no reshape (an op each way)
+        return rowwise_matmul(x.reshape(-1, x.shape[-1]), w_t).view(*x.shape[:-1], w_t.shape[-1])
+    if x.shape[0] == 0:
+        return x @ w_t
     if gemm_rows_are_independent(w_t.shape[0], w_t.shape[1], x.dtype):
-        out = _padded_matmul(rows, w_t)
-    else:
-        w = w_t.t()  # mv per row: a batched product over an expanded weight would copy it
-        out = torch.stack([torch.mv(w, r) for r in rows])
-    return out.reshape(*lead, w_t.shape[-1])
+        return _padded_matmul(x, w_t)
+    w = w_t.t()  # mv per row: a batched product over an expanded weight would copy it
+    return torch.stack([torch.mv(w, r) for r in x])
 
 
 def batch_invariant(x: torch.Tensor, exact: bool | None = None) -> bool:
@@ -108,6 +113,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return y if bias is None else y + bias
 
 
+def project(x: torch.Tensor, w_t: torch.Tensor, exact: bool | None = None) -> torch.Tensor:
+    """`linear` for a weight kept transposed, w_t [k,n] (`Fusable.fused`): x [..., k] -> [..., n]
+    with no transpose op per call."""
+    return rowwise_matmul(x, w_t) if batch_invariant(x, exact) else x @ w_t
+
+
 class Linear(nn.Linear):
     """nn.Linear through `linear`."""
 
@@ -130,22 +141,25 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if sdpa_rows_are_independent(d, s, q.dtype):
         extra = -t % MIN_GEMM_ROWS
         if extra:  # padded queries attend everywhere: a fully masked row would be NaN
-            q = torch.cat([q, q.new_zeros(b, h, extra, d)], dim=2)
-            if mask is not None:
-                mask = mask.expand(mask.shape[0], mask.shape[1], t, s)
-                mask = torch.cat([mask, mask.new_ones(mask.shape[0], mask.shape[1], extra, s)], dim=2)
+            q = F.pad(q, (0, 0, 0, extra))
+            if mask is not None:  # boolean (True: seen) or additive (0: seen)
+                if mask.shape[2] != t:
+                    mask = mask.expand(mask.shape[0], mask.shape[1], t, s)
+                mask = F.pad(mask, (0, 0, 0, extra), value=1 if mask.dtype == torch.bool else 0)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)[:, :, :t]
     rows = q.reshape(b * h * t, 1, d)
     keys = k.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
     scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, h, t, s) / math.sqrt(d)
-    if mask is not None:
+    if mask is not None and mask.dtype == torch.bool:
         scores = scores.masked_fill(~mask.expand(b, h, t, s), float("-inf"))
+    elif mask is not None:  # additive: bitwise the masked fill (s + 0 = s, s - inf = -inf)
+        scores = scores + mask
     probs = torch.softmax(scores, dim=-1).reshape(b * h * t, 1, s)
     values = v.unsqueeze(2).expand(b, h, t, s, d).reshape(b * h * t, s, d)
     return torch.bmm(probs, values).view(b, h, t, d)
 
 
-@torch.compiler.assume_constant_result
+@assume_constant_result
 def sdpa_rows_are_independent(d: int, s: int, dtype: torch.dtype) -> bool:
     """The same probe as `gemm_rows_are_independent`, for the fused attention kernel with
     queries padded to a multiple of MIN_GEMM_ROWS: does a query row's output depend on how
@@ -222,7 +236,63 @@ def rowwise_silu(x: torch.Tensor, exact: bool | None = None) -> torch.Tensor:
     return out[:n].view(x.shape)
 
 
-class SwiGLU(nn.Module):
+def fuse_linears(*linears: nn.Linear) -> torch.Tensor:
+    """The linears' weights [out_i, in] concatenated by rows and returned transposed,
+    [in, sum(out_i)]: the layout `project` takes. Each linear's weight becomes a view of its
+    rows, so one copy of the weights exists and the state dict is unchanged. No biases."""
+    if len(linears) == 1:
+        return linears[0].weight.t()
+    # Plain tensors even under inference_mode: views of inference tensors could no longer be
+    # updated in place (load_state_dict copies into parameters).
+    with torch.inference_mode(False), torch.no_grad():
+        fused = torch.cat([lin.weight for lin in linears])
+        start = 0
+        for lin in linears:
+            stop = start + lin.out_features
+            lin.weight = nn.Parameter(fused[start:stop], requires_grad=lin.weight.requires_grad)
+            start = stop
+    return fused.t()
+
+
+def _unfuse_after_load(module: Fusable, _incompatible_keys) -> None:
+    # load_state_dict(assign=True) replaces the parameters: the fused weights may be stale.
+    module.fused = {}
+
+
+class Fusable(nn.Module):
+    """A module whose inference path can run on `fused` weights: its Linears' weights
+    concatenated where they read the same input (q, k, v; gate, up) and kept transposed
+    (`fuse_linears`). At small batch a decode step costs its operator count, and one product
+    of a 2-D input is one op where three Linears of [B,T,d] are twelve.
+
+    `fuse()` builds them once the weights are loaded and placed (the runtime's setup_cache),
+    before a CUDA-graph capture or torch.compile: it allocates and replaces parameters.
+    Loading (load_state_dict: with assign=True it replaces the parameters), moving (.to) or
+    copying the module drops them; until `fuse()` runs again the separate Linears run, as
+    they do in training (no gradient reaches the parameters through the fused tensors)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fused: dict[str, torch.Tensor] = {}  # name -> weight [in, out]
+        self.register_load_state_dict_post_hook(_unfuse_after_load)
+
+    def fused_weights(self) -> dict[str, torch.Tensor] | None:
+        """The fused weights where the fused path runs (built, and no gradient), else None."""
+        return self.fused if self.fused and not torch.is_grad_enabled() else None
+
+    def _apply(self, fn, recurse=True):
+        # .to() / .half() convert each parameter on its own, which breaks the views.
+        self.fused = {}
+        return super()._apply(fn, recurse)
+
+    def __getstate__(self):
+        # Pickling or deepcopy would copy the fused tensors apart from the parameters.
+        state = super().__getstate__()
+        state["fused"] = {}
+        return state
+
+
+class SwiGLU(Fusable):
     """DeepSeek-V2's MLP: down(silu(gate(x)) * up(x))."""
 
     exact: bool | None = None  # choose_kernels
@@ -233,8 +303,22 @@ class SwiGLU(nn.Module):
         self.up_proj = Linear(dim, hidden, bias=False)
         self.down_proj = Linear(hidden, dim, bias=False)
 
+    def fuse(self) -> None:
+        """One product for gate and up (a column's result does not depend on the columns
+        beside it: bitwise the two apart with the exact kernels), and the down weight kept
+        transposed. The fast SiLU of a strided half may round a row's scalar tail 1 ulp
+        away from the contiguous one's; widths that are multiples of 64 have no tail."""
+        if not self.fused:
+            self.fused = {"gate_up": fuse_linears(self.gate_proj, self.up_proj),
+                          "down": fuse_linears(self.down_proj)}
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(rowwise_silu(self.gate_proj(x), self.exact) * self.up_proj(x))
+        """x [..., d] -> [..., d]; a 2-D x [N,d] takes no reshape."""
+        fused = self.fused_weights()
+        if fused is None:
+            return self.down_proj(rowwise_silu(self.gate_proj(x), self.exact) * self.up_proj(x))
+        gate, up = project(x, fused["gate_up"], self.exact).split(self.gate_proj.out_features, -1)
+        return project(rowwise_silu(gate, self.exact) * up, fused["down"], self.exact)
 
 
 def sinusoid_table(length: int, dim: int) -> torch.Tensor:
@@ -261,6 +345,23 @@ def rope_cos_sin(
     sign = torch.ones(head_dim, device=positions.device)
     sign[: head_dim // 2] = -1.0
     return emb.cos().to(dtype), (emb.sin() * sign).to(dtype)
+
+
+def rope_table(length: int, head_dim: int, theta: float, dtype: torch.dtype,
+               device) -> tuple[torch.Tensor, torch.Tensor]:
+    """rope_cos_sin of positions 0..length-1 as tables cos, signed sin [length, D], made once
+    (with the caches): a step looks its positions up (`rope_lookup`, 4 ops) instead of
+    computing them (18). Bitwise the same: every element is the same elementwise function
+    of its position (tests/models/test_layers.py checks it)."""
+    cos, sin = rope_cos_sin(torch.arange(length, device=device)[None], head_dim, theta, dtype)
+    return cos[0, 0], sin[0, 0]
+
+
+def rope_lookup(table: tuple[torch.Tensor, torch.Tensor],
+                positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """rope_table's rows for positions [B,T] -> cos, signed sin [B,1,T,D], as rope_cos_sin."""
+    cos, sin = table
+    return cos[positions][:, None], sin[positions][:, None]
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -293,9 +394,12 @@ class KVCache(nn.Module):
         span = self.max_len if span is None else span
         if isinstance(rows, slice):  # a scatter along positions into views of the buffers
             keys, values = self.k[rows], self.v[rows]
-            index = positions[:, None, :, None].expand(k.shape)  # [B,H,T,D]
+            b, _, t, _ = k.shape
+            index = positions.view(b, 1, t, 1).expand(k.shape)  # [B,H,T,D]
             keys.scatter_(2, index, k)
             values.scatter_(2, index, v)
+            if span == self.max_len:  # the whole cache: no slicing op
+                return keys, values
             return keys[:, :, :span], values[:, :, :span]
         self.k[rows[:, None], :, positions] = k.transpose(1, 2)
         self.v[rows[:, None], :, positions] = v.transpose(1, 2)
@@ -313,7 +417,17 @@ def cache_mask(positions: torch.Tensor, span: int) -> torch.Tensor:
     return (keys[None, None, :] <= positions[:, :, None])[:, None]
 
 
-class Attention(nn.Module):
+def step_mask(positions: torch.Tensor, span: int, dtype: torch.dtype) -> torch.Tensor:
+    """cache_mask as an additive mask [B,1,T,span]: 0 where seen, -inf elsewhere. Made once
+    per step: SDPA turns a boolean mask into this in every layer (three ops each)."""
+    b, t = positions.shape
+    keys = torch.arange(span, device=positions.device)
+    unseen = keys > positions.view(b, 1, t, 1)  # [B,1,T,span]
+    return torch.zeros(unseen.shape, dtype=dtype, device=positions.device).masked_fill_(
+        unseen, float("-inf"))
+
+
+class Attention(Fusable):
     """Multi-head self-attention with optional RoPE, run through SDPA.
 
     Training passes `mask` [B,1,T,T]; decoding passes a KVCache, `slots` and `positions`.
@@ -331,13 +445,20 @@ class Attention(nn.Module):
         self.v_proj = Linear(dim, dim, bias=bias)
         self.o_proj = Linear(dim, dim, bias=bias)
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # [B,H,T,D]
+    def fuse(self) -> None:
+        """One product for q, k and v (bitwise the three apart: a column's result does not
+        depend on the columns beside it), and the output weight kept transposed. Projections
+        with a bias stay apart."""
+        if not self.fused and self.q_proj.bias is None:
+            self.fused = {"qkv": fuse_linears(self.q_proj, self.k_proj, self.v_proj),
+                          "o": fuse_linears(self.o_proj)}
+
+    def _split(self, x: torch.Tensor, b: int, t: int) -> torch.Tensor:
+        return x.view(b, t, -1, self.head_dim).transpose(1, 2)  # [B,T,d] or [N,d] -> [B,H,T,D]
 
     def forward(
         self,
-        x: torch.Tensor,  # [B,T,d]
+        x: torch.Tensor,  # [B,T,d], or [N,d]: N = B*T rows in the order of positions
         positions: torch.Tensor,  # [B,T]
         mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
@@ -345,20 +466,36 @@ class Attention(nn.Module):
         span: int | None = None,
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """With a cache, `mask` may be given for the step (cache_mask over `span`) and `rope`
-        (rope_cos_sin of `positions`): a decoder computes both once per step, not per layer."""
-        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
-        if self.rope_theta is not None:
-            cos, sin = rope if rope is not None else rope_cos_sin(positions, self.head_dim,
-                                                                  self.rope_theta, q.dtype)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        """-> shaped like x. With a cache, `mask` may be given for the step (cache_mask over
+        `span`, or step_mask) and `rope` (rope_cos_sin of `positions`): a decoder computes
+        both once per step, not per layer."""
+        b, t = x.shape[:2] if x.dim() == 3 else positions.shape
+        fused = self.fused_weights()
+        q, k, v = self._qkv(x, positions, rope, b, t, fused)  # [B,H,T,D]
         if cache is not None:
             k, v = cache.update(slots, positions, k, v, span)
             if mask is None:
                 mask = cache_mask(positions, k.shape[2])
-        out = attention(q, k, v, mask, self.exact)
-        b, _, t, _ = out.shape
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        out = attention(q, k, v, mask, self.exact).transpose(1, 2)  # [B,T,H,D]
+        out = out.reshape(b, t, -1) if x.dim() == 3 else out.reshape(b * t, -1)
+        return self.o_proj(out) if fused is None else project(out, fused["o"], self.exact)
+
+    def _qkv(self, x, positions, rope, b: int, t: int, fused) -> tuple[torch.Tensor, ...]:
+        """-> q, k, v [B,H,T,D], q and k rotated."""
+        if fused is None:  # three products, two rotations
+            q, k, v = (self._split(p(x), b, t) for p in (self.q_proj, self.k_proj, self.v_proj))
+            qk = None
+        else:  # one product, and q and k rotated together (elementwise: bitwise the same)
+            qkv = self._split(project(x, fused["qkv"], self.exact), b, t)  # [B,3H,T,D]
+            qk, v = qkv.split([2 * self.heads, self.heads], dim=1)
+        if self.rope_theta is None:
+            return (q, k, v) if qk is None else (*qk.split(self.heads, dim=1), v)
+        cos, sin = rope if rope is not None else rope_cos_sin(positions, self.head_dim,
+                                                              self.rope_theta, v.dtype)
+        if qk is None:
+            return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+        q, k = apply_rope(qk, cos, sin).split(self.heads, dim=1)
+        return q, k, v
 
 
 class CrossAttention(nn.Module):

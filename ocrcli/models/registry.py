@@ -10,7 +10,7 @@ import torch
 from ocrcli.errors import ModelLoadError, UsageError
 from ocrcli.models import builtin
 from ocrcli.models.base import LoadedModel
-from ocrcli.models.deepseek_ocr.preprocess import MODES
+from ocrcli.models.device import check_device
 
 __all__ = ["KNOWN_MODELS", "ModelLoadError", "load_model", "resolve_device"]
 
@@ -32,7 +32,7 @@ KNOWN_MODELS = (
 
 
 def resolve_device(device: str) -> str:
-    if device == "auto":
+    if check_device(device) == "auto":
         if torch.cuda.is_available():
             return "cuda"
         if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
@@ -54,8 +54,11 @@ def load_model(
     `prompt` replaces its instruction (`--prompt`). The built-in line reader has no image
     modes, so a mode given for it is a usage error rather than silently ignored.
     """
-    if mode is not None and mode not in MODES:
-        raise UsageError(f"--mode {mode}: use one of {', '.join(MODES)}")
+    if mode is not None:  # DeepSeek-OCR's package loads only where it is needed
+        from ocrcli.models.deepseek_ocr.preprocess import MODES
+
+        if mode not in MODES:
+            raise UsageError(f"--mode {mode}: use one of {', '.join(MODES)}")
     path = Path(name).expanduser()
     builtin_folder = name == "builtin" or (path.is_dir() and builtin.is_builtin_folder(path))
     if builtin_folder and mode is not None:

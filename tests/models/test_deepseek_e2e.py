@@ -71,6 +71,7 @@ def test_convert_in_every_mode_is_identical_with_and_without_drafts(checkpoints,
         runs[depth] = out, _start("convert", *INPUTS, "-o", str(out), "--model",
                                   str(checkpoints[arch]), "--device", "cpu", "--mode", mode,
                                   "--draft-depth", str(depth), "--max-new-tokens", MAX_NEW,
+                                      "--accept", "truncated,degenerate",
                                   "--render-workers", "0", "--log", "plain", "--summary", "-")
     summaries = {}
     for depth, (out, proc) in runs.items():

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from PIL import Image
-from safetensors.torch import load_file
 
-from ocrcli.errors import ModelLoadError
+from ocrcli.errors import ModelLoadError, one_line
 from ocrcli.models.base import DecodeRequest, GuardConfig, LoadedModel
 from ocrcli.models.builtin.layout import (
     LineBox,
@@ -20,9 +19,14 @@ from ocrcli.models.builtin.layout import (
     segment_lines,
     split_wide,
 )
-from ocrcli.models.builtin.model import MAX_LINE_TOKENS, BuiltinConfig, BuiltinOCR
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint
+from ocrcli.models.identity import BUILTIN_MAX_NEW_TOKENS as MAX_LINE_TOKENS
+
+if TYPE_CHECKING:  # torch loads with the model (`load`), not where pages are only prepared
+    import torch
+
+    from ocrcli.models.builtin.model import BuiltinConfig
 
 
 @dataclass
@@ -66,15 +70,51 @@ def is_builtin_folder(folder: Path) -> bool:
         return False
 
 
-def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype = torch.float32,
+def _read_config(path: Path) -> BuiltinConfig:
+    """The model's config.json, checked before a model is built from it: a file that is not
+    this model's config is the folder's problem (ModelLoadError), while an error raised from
+    building a model out of a valid config is ocrcli's own."""
+    from ocrcli.models.builtin.model import BuiltinConfig
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ModelLoadError(f"{path} is not JSON ({one_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path} is not a JSON object")
+    for name, f in BuiltinConfig.__dataclass_fields__.items():
+        value = data.get(name, f.default)
+        if not (value is None and f.default is None) and (
+                type(value) is not int or value < 0):
+            raise ModelLoadError(f"{path}: {name} is {value!r}, not a whole number")
+    return BuiltinConfig.from_dict(data)
+
+
+def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype | None = None,
          model_id: str = "builtin") -> LoadedModel:
+    """The model in `folder` on `device`, in `dtype` (None: float32)."""
+    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from ocrcli.models.builtin.model import BuiltinOCR
+
+    dtype = torch.float32 if dtype is None else dtype
     weights = folder / "model.safetensors"
     for need in (folder / "config.json", folder / "tokenizer.json", weights):
         if not need.exists():
             raise ModelLoadError(f"model folder {folder} has no {need.name}")
-    cfg = BuiltinConfig.from_dict(json.loads((folder / "config.json").read_text()))
+    cfg = _read_config(folder / "config.json")
+    try:
+        tokenizer = CharTokenizer.load(folder / "tokenizer.json")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not ours
+        raise ModelLoadError(f"{folder / 'tokenizer.json'} is not the built-in model's tokenizer "
+                             f"({type(exc).__name__}: {one_line(exc)})") from None
     model = BuiltinOCR(cfg)
-    state = load_file(str(weights))
+    try:
+        state = load_file(str(weights))
+    except SafetensorError as exc:  # junk, a truncated download, or not safetensors at all
+        raise ModelLoadError(f"{weights} is not a readable safetensors file ({one_line(exc)})") from None
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # a shape mismatch
@@ -88,7 +128,7 @@ def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype = t
         model_id=model_id,
         weights_hash=builtin_fingerprint(folder),
         model=model,
-        tokenizer=CharTokenizer.load(folder / "tokenizer.json"),
+        tokenizer=tokenizer,
         adapter=LinePageAdapter(cfg.piece_width),
         guard=GuardConfig(ngram=0, loop_period_max=8, loop_repeats=12, loop_min_span=32),
     )

@@ -41,6 +41,10 @@ from ocrcli.models.layers import (
 
 PROMPT_BOUND = 64  # a line request's prompt is its BOS; the cache keeps room for more
 MAX_LINE_TOKENS = BUILTIN_MAX_NEW_TOKENS
+# Its pages read at a mean log-probability per token of -0.12 at worst (samples/, held-out
+# synthetic pages) and its guesses at turned or shapeless pages at -0.29 and below
+# (scripts/bench_verdicts.py): the bound lies between.
+MIN_MEAN_LOGPROB = -0.2
 
 @dataclass
 class BuiltinConfig:
@@ -357,7 +361,7 @@ class BuiltinOCR(nn.Module):
         return ModelSpec(device=p.device, dtype=p.dtype, eos_id=self.eos_id, vocab_size=self.vocab_size,
                          hidden_size=self.cfg.dim, max_draft_depth=self.max_draft_depth,
                          max_positions=self.pos_table.shape[0], prompt_bound=PROMPT_BOUND,
-                         default_max_new_tokens=MAX_LINE_TOKENS)
+                         default_max_new_tokens=MAX_LINE_TOKENS, min_mean_logprob=MIN_MEAN_LOGPROB)
 
     def choose_kernels(self, exact: bool) -> None:
         layers.choose_kernels(self, exact)

@@ -22,6 +22,7 @@ from ..layers import (
     Linear,
     RMSNorm,
     SwiGLU,
+    assume_constant_result,
     batch_invariant,
     rowwise_matmul,
     rowwise_silu,
@@ -42,27 +43,29 @@ class ExpertRouter(nn.Module):
         self.weight = nn.Parameter(torch.empty(cfg.n_routed_experts, cfg.hidden_size))
         init_normal(self.weight)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [N,d] -> weights [N,k] float32, expert ids [N,k]."""
+    def forward(self, x: torch.Tensor, w_t: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [N,d] -> weights [N,k] float32, expert ids [N,k]. w_t: the weight in float32,
+        transposed [d,E], if the caller keeps it (MoE.stack_experts), else made here."""
         # Routing in bf16 flips near-tied experts; the reference computes it in float32.
         # On CPU inference the logits go through the row-independent product: a verify pass
         # routes K+1 tokens at once, and a 1-ulp change could pick another expert.
-        xf, wf = x.float(), self.weight.float()
-        logits = rowwise_matmul(xf, wf.t()) if batch_invariant(x, self.exact) else F.linear(xf, wf)
+        xf = x.float()
+        w_t = self.weight.float().t() if w_t is None else w_t
+        logits = rowwise_matmul(xf, w_t) if batch_invariant(x, self.exact) else xf @ w_t
         probs = logits.softmax(dim=-1)
         weights, experts = torch.topk(probs, self.top_k, dim=-1)
-        return weights * self.scale, experts
+        return (weights if self.scale == 1.0 else weights * self.scale), experts  # x * 1 is x
 
 
 def _padded_pair_products(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x [P,k], w [P,n,k] -> [P,n]: row p is w[p] @ x[p], each pair's row padded with zero rows
     to MIN_GEMM_ROWS, the GEMM shape `rowwise_matmul` gives a token of the grouped path."""
-    p, k = x.shape
-    rows = torch.cat([x[:, None], x.new_zeros(p, MIN_GEMM_ROWS - 1, k)], dim=1)  # [P,4,k]
+    rows = F.pad(x[:, None], (0, 0, 0, MIN_GEMM_ROWS - 1))  # [P,4,k]
     return torch.bmm(rows, w.transpose(1, 2))[:, 0]
 
 
-@torch.compiler.assume_constant_result
+@assume_constant_result
 def pair_products_match_rowwise(k: int, n: int, dtype: torch.dtype) -> bool:
     """Probe once per shape, like `layers.gemm_rows_are_independent`: is the batched padded
     product of a pair bitwise `rowwise_matmul` of its token alone, whatever P and position, for
@@ -97,6 +100,19 @@ def pair_products(x: torch.Tensor, w: torch.Tensor, exact: bool | None = None) -
     if x.shape[0] == 0 or pair_products_match_rowwise(x.shape[1], w.shape[1], x.dtype):
         return _padded_pair_products(x, w)
     return torch.cat([rowwise_matmul(x[p : p + 1], w[p].t()) for p in range(x.shape[0])])
+
+
+def _sum_ranks(pair_out: torch.Tensor) -> torch.Tensor:
+    """Weighted pair outputs [N,k,d] float32 -> [N,d], summed in rank order by elementwise
+    adds (no reduction kernel whose blocking could depend on N): deterministic and
+    independent of the batch, as the exact kernels need."""
+    ranks = pair_out.unbind(1)  # k views, one op
+    if len(ranks) == 1:
+        return ranks[0]
+    routed = ranks[0] + ranks[1]
+    for rank in ranks[2:]:
+        routed += rank
+    return routed
 
 
 def _unstack_after_load(module: MoE, _incompatible_keys) -> None:
@@ -158,7 +174,10 @@ class MoE(nn.Module):
                     (expert.down_proj, w2[i]),
                 ):
                     linear.weight = nn.Parameter(view, requires_grad=linear.weight.requires_grad)
-        self._w13, self._w2 = w13, w2
+            # The router's weight as its product takes it (float32, transposed): no copy or
+            # transpose per layer and step.
+            gate_t = self.gate.weight.float().t()
+        self._w13, self._w2, self._gate_t = w13, w2, gate_t
         self._stacked = True
 
     def unstack_experts(self) -> None:
@@ -167,6 +186,7 @@ class MoE(nn.Module):
         self._stacked = False  # a Python flag: checking it costs no op and no sync
         self._w13: torch.Tensor | None = None  # [E,2I,d]
         self._w2: torch.Tensor | None = None  # [E,d,I]
+        self._gate_t: torch.Tensor | None = None  # [d,E] float32
 
     def _apply(self, fn, recurse=True):
         # .to() / .half() / .cuda() convert each parameter on its own, which breaks the views
@@ -177,33 +197,33 @@ class MoE(nn.Module):
     def __getstate__(self):
         # Pickling or deepcopy would copy the stacks apart from the parameters.
         state = super().__getstate__()
-        state.update(_stacked=False, _w13=None, _w2=None)
+        state.update(_stacked=False, _w13=None, _w2=None, _gate_t=None)
         return state
 
+    def fuse(self) -> None:
+        """Inference layouts: the expert stacks, and the shared experts' fused weights."""
+        self.stack_experts()
+        self.shared_experts.fuse()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shape = x.shape  # [B,T,d]
-        tokens = x.reshape(-1, shape[-1])  # [N,d]
-        weights, experts = self.gate(tokens)  # [N,k]
-        n, k = experts.shape
+        """x [B,T,d] or [N,d] -> shaped like x."""
+        shape = x.shape
+        tokens = x.reshape(-1, shape[-1]) if x.dim() != 2 else x  # [N,d]
         # Training takes the grouped path: the stacks carry no gradient to the parameters.
         training = torch.is_grad_enabled() and self.experts[0].gate_proj.weight.requires_grad
+        gate_t = None if torch.is_grad_enabled() else self._gate_t  # no gradient through it
+        weights, experts = self.gate(tokens, gate_t)  # [N,k]
+        n, k = experts.shape
         if n <= self.gather_max_tokens and not training:
             pair_out = self._gathered(tokens, experts)  # [N*k,d], token-major
             if not batch_invariant(tokens, self.exact):  # weight and sum in one product
                 routed = torch.bmm(weights[:, None], pair_out.float().view(n, k, -1))[:, 0]
-                return routed.to(x.dtype).reshape(shape) + self.shared_experts(x)
-            pair_out = pair_out.float() * weights.reshape(-1, 1)
+            else:
+                routed = _sum_ranks((pair_out.float() * weights.reshape(-1, 1)).view(n, k, -1))
         else:
-            pair_out = self._grouped(tokens, weights, experts)  # [N*k,d] float32
-        # Exact: weight and sum the k outputs of each token in float32, in rank order, by
-        # elementwise adds (no reduction kernel whose blocking could depend on N):
-        # deterministic and independent of the batch.
-        pair_out = pair_out.view(n, k, -1)
-        routed = pair_out[:, 0].clone()
-        for rank in range(1, k):
-            routed += pair_out[:, rank]
-        routed = routed.to(x.dtype)
-        return routed.reshape(shape) + self.shared_experts(x)
+            routed = _sum_ranks(self._grouped(tokens, weights, experts).view(n, k, -1))
+        out = routed.to(x.dtype) + self.shared_experts(tokens)  # [N,d]
+        return out if x.dim() == 2 else out.view(shape)
 
     def _gathered(self, tokens: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
         """tokens [N,d], experts [N,k] -> [N*k,d]: pair (n, r) is expert experts[n,r] on token
@@ -261,9 +281,15 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size) if dense else MoE(cfg)
 
+    def fuse(self) -> None:
+        """Build the inference layouts (layers.Fusable, MoE.stack_experts): after loading and
+        moving the weights, before a step is captured or compiled."""
+        self.self_attn.fuse()
+        self.mlp.fuse()
+
     def forward(
         self,
-        x: torch.Tensor,  # [B,T,d]
+        x: torch.Tensor,  # [B,T,d], or [N,d] (no reshape around each product), N = B*T
         positions: torch.Tensor,  # [B,T]
         cache: KVCache | None = None,
         slots=None,  # a slice of cache slots, or slot ids [B]
@@ -294,20 +320,28 @@ class MtpHead(nn.Module):
         self.eh_proj = Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.mtp_block = DecoderLayer(cfg, dense=True)  # mtp_moe=false
 
+    def fuse(self) -> None:
+        self.mtp_block.fuse()  # DecoderLayer.fuse
+
     def forward(
         self,
-        embeds: torch.Tensor,  # [B,T,d] token embeddings at positions p (zeroed at p=0)
-        hidden: torch.Tensor,  # [B,T,d] hidden state paired with p: the one from p-1
+        embeds: torch.Tensor,  # [B,T,d] or [N,d]: token embeddings at positions p (zeroed at p=0)
+        hidden: torch.Tensor,  # shaped alike: the hidden state paired with p, the one from p-1
         positions: torch.Tensor,  # [B,T]
         cache: KVCache | None = None,
         slots=None,  # a slice of cache slots, or slot ids [B]
         mask: torch.Tensor | None = None,
         span: int | None = None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
+        """-> shaped like embeds. The block runs on [N,d] rows (no reshape per product)."""
         e, h = self.enorm(embeds), self.hnorm(hidden)
         pair = [e, h] if self.concat_order == "embed_hidden" else [h, e]
-        x = self.eh_proj(torch.cat(pair, dim=-1))
-        return self.mtp_block(x, positions, cache=cache, slots=slots, mask=mask, span=span)  # [B,T,d]
+        x = torch.cat(pair, dim=-1)
+        x = x.view(-1, x.shape[-1]) if x.dim() == 3 else x  # [N,2d]
+        x = self.mtp_block(self.eh_proj(x), positions, cache=cache, slots=slots, mask=mask,
+                           span=span, rope=rope)
+        return x if embeds.dim() == 2 else x.view(embeds.shape)
 
 
 class MtpModule(nn.Module):

@@ -22,11 +22,11 @@ from ..layers import (
     Linear,
     RMSNorm,
     batch_invariant,
-    cache_mask,
     gemm_rows_are_independent,
     pad_rows,
     rope_cos_sin,
     rowwise_matmul,
+    step_mask,
 )
 from .config import DeepseekOcrConfig
 from .decoder import DecoderLayer, MtpModule
@@ -56,15 +56,15 @@ class VocabLinear(Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not batch_invariant(x, self.exact) or self.out_features <= self.BLOCK:
             return super().forward(x)
-        w_t = self.weight.t()
-        blocks = [w_t[:, i : i + self.BLOCK] for i in range(0, self.out_features, self.BLOCK)]
+        blocks = self.weight.t().split(self.BLOCK, dim=1)  # views, one op (not one per block)
         if not all(gemm_rows_are_independent(b.shape[0], b.shape[1], x.dtype) for b in blocks[-2:]):
             y = torch.cat([rowwise_matmul(x, b) for b in blocks], dim=-1)
         else:
-            rows = x.reshape(-1, x.shape[-1])
+            rows = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
             padded = pad_rows(rows)
-            y = torch.cat([padded @ b for b in blocks], dim=-1)[: rows.shape[0]]
-            y = y.view(*x.shape[:-1], -1)
+            y = torch.cat([padded @ b for b in blocks], dim=-1)
+            y = y if padded is rows else y[: rows.shape[0]]
+            y = y if x.dim() == 2 else y.view(*x.shape[:-1], -1)
         return y if self.bias is None else y + self.bias
 
 
@@ -109,23 +109,27 @@ class DeepseekOcrModel(nn.Module):
         positions: torch.Tensor,  # [B,T]
         caches: list[KVCache] | None = None,
         slots: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,  # [B,1,T,T] when running without caches
+        mask: torch.Tensor | None = None,  # [B,1,T,T] without caches; the step's with them
         span: int | None = None,  # cache positions attention reads (None: all)
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,  # the step's, if the caller has it
     ) -> torch.Tensor:
         """-> hidden [B,T,d] before the final norm. With caches, the rotary tables and the
-        cache mask are computed once for every layer."""
-        rope = None
+        cache mask are computed once for every layer. The layers run on [N,d] rows: a
+        reshape around every product would cost two ops each."""
         if caches is not None:
             attn = self.layers[0].self_attn
-            rope = rope_cos_sin(positions, attn.head_dim, attn.rope_theta, x.dtype)
-            mask = cache_mask(positions, min(caches[0].max_len, span or caches[0].max_len))
-            if not batch_invariant(x, attn.exact):  # SDPA would turn a bool mask to float per layer
-                mask = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill_(
-                    ~mask, float("-inf"))
+            if rope is None:
+                rope = rope_cos_sin(positions, attn.head_dim, attn.rope_theta, x.dtype)
+            if mask is None:
+                mask = step_mask(positions, min(caches[0].max_len, span or caches[0].max_len),
+                                 x.dtype)
+        if positions.shape != x.shape[:2]:  # broadcast positions: the rows need their own
+            positions = positions.expand(x.shape[:2])
+        rows = x.reshape(-1, x.shape[-1])  # [N,d]
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
-            x = layer(x, positions, cache=cache, slots=slots, mask=mask, span=span, rope=rope)
-        return x
+            rows = layer(rows, positions, cache=cache, slots=slots, mask=mask, span=span, rope=rope)
+        return rows.view(x.shape)
 
 
 class DeepseekOcrForCausalLM(nn.Module):

@@ -20,7 +20,7 @@ import torch
 from .. import layers
 from ..base import DecodeRequest, ModelSpec
 from ..layers import KVCache
-from .decoder import MoE
+from .decoder import DecoderLayer
 from .model import DeepseekOcrForCausalLM
 from .preprocess import PageVisual
 
@@ -43,6 +43,7 @@ class DeepseekOcrDecoder:
         self.vision_batch = vision_batch  # views per vision pass; SAM's global bias is ~HW^2
         self.caches: list[KVCache] = []
         self.draft_cache: KVCache | None = None
+        self.rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin [max_len, D]
 
     @property
     def spec(self) -> ModelSpec:
@@ -79,10 +80,19 @@ class DeepseekOcrDecoder:
             return KVCache(slots, d.heads, max_len, d.head_dim, self.dtype, self.device)
 
         self.caches = [make() for _ in range(d.layers)]
-        for module in self.net.modules():  # before any step: a compiled one cannot allocate them
-            if isinstance(module, MoE):
-                module.stack_experts()
+        # Before any step (a compiled one cannot allocate): fused projections, expert stacks.
+        for module in self.net.modules():
+            if isinstance(module, DecoderLayer):
+                module.fuse()
         self.draft_cache = make() if self.net.mtp_module is not None else None
+        self.rope = layers.rope_table(max_len, d.head_dim, d.rope_theta, self.dtype, self.device)
+
+    def _step_tables(self, positions: torch.Tensor, span: int | None):
+        """The rotary tables and the additive attention mask of positions [B,T], computed
+        once for all the layers of a call (main model or head)."""
+        span = min(self.max_len, span or self.max_len)
+        return (layers.rope_lookup(self.rope, positions),
+                layers.step_mask(positions, span, self.dtype))
 
     # ------------------------------------------------------------------------------ vision
 
@@ -199,7 +209,9 @@ class DeepseekOcrDecoder:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """tokens, positions [B,T] on the device -> hidden [B,T,d], logits [B,T,V] float32."""
         model = self.net.model
-        pre = model.run_layers(model.embed_tokens(tokens), positions, self.caches, rows, span=span)
+        rope, mask = self._step_tables(positions, span)
+        pre = model.run_layers(model.embed_tokens(tokens), positions, self.caches, rows,
+                               mask=mask, span=span, rope=rope)
         post = model.norm(pre)
         return self._tap(pre, post), self.net.logits(post)
 
@@ -214,13 +226,13 @@ class DeepseekOcrDecoder:
     ) -> tuple[torch.Tensor, torch.Tensor]:  # logits [B,V] for p+1, the head's hidden [B,d]
         if self.draft_cache is None:
             raise RuntimeError("this model has no draft head (max_draft_depth is 0)")
+        embeds = self.net.embed_for_draft(tokens, positions)  # [B,d]
         positions = positions[:, None]  # [B,1]
-        embeds = self.net.embed_for_draft(tokens[:, None], positions)
-        x = self.net.mtp_module.heads[0](
-            embeds, hidden[:, None], positions, cache=self.draft_cache, slots=rows, span=span
-        )
+        rope, mask = self._step_tables(positions, span)
+        x = self.net.mtp_module.heads[0](embeds, hidden, positions, cache=self.draft_cache,
+                                         slots=rows, mask=mask, span=span, rope=rope)  # [B,d]
         # The shared final norm; its output feeds the LM head and is the next step's hidden.
-        out = self.net.model.norm(x)[:, 0]  # [B,d]
+        out = self.net.model.norm(x)
         return self.net.logits(out), out
 
     @torch.no_grad()
@@ -235,6 +247,6 @@ class DeepseekOcrDecoder:
         if self.draft_cache is None:
             return
         embeds = self.net.embed_for_draft(tokens, positions)
-        self.net.mtp_module.heads[0](
-            embeds, hidden, positions, cache=self.draft_cache, slots=rows, span=span
-        )
+        rope, mask = self._step_tables(positions, span)
+        self.net.mtp_module.heads[0](embeds, hidden, positions, cache=self.draft_cache,
+                                     slots=rows, mask=mask, span=span, rope=rope)
