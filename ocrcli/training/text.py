@@ -42,6 +42,11 @@ def _split_of(path: Path) -> str:
     return "test" if zlib.crc32(path.name.encode()) % 6 == 0 else "train"
 
 
+def _word_split(word: str) -> str:
+    """'test' for about one word in six, by a stable hash of the word."""
+    return "test" if zlib.crc32(word.encode()) % 6 == 0 else "train"
+
+
 _DOCSTRING = re.compile(r'"""(.*?)"""', re.S)
 
 
@@ -52,7 +57,8 @@ class TextSources:
     words: list[str]
 
     @classmethod
-    def load(cls, split: str, max_files: int = 400) -> TextSources:
+    def load(cls, split: str, max_files: int = 400, words_file: Path = WORDS_FILE) -> TextSources:
+        """The `split` half of the sources; `words_file` is the word list (one word a line)."""
         stdlib = Path(sysconfig.get_paths()["stdlib"])
         files = sorted(p for p in stdlib.glob("*.py") if _split_of(p) == split)[:max_files]
         prose, code = [], []
@@ -70,12 +76,13 @@ class TextSources:
                 s = line.rstrip()
                 if 8 <= len(s.strip()) <= 90 and s.isascii() and not s.strip().startswith("#"):
                     code.append(s.strip())
-        words: list[str] = []
-        if WORDS_FILE.exists():
-            all_words = [w for w in WORDS_FILE.read_text(encoding="latin-1").split() if w.isascii()]
-            words = [w for w in all_words if (zlib.crc32(w.encode()) % 6 == 0) == (split == "test")]
-        if not words:  # no dictionary installed: fall back to words of the prose
-            words = sorted({w.strip(".,;:()'\"") for p in prose for w in p.split()} - {""})
+        all_words = [w for w in words_file.read_text(encoding="latin-1").split() if w.isascii()] \
+            if words_file.exists() else []
+        if not all_words:  # no dictionary installed: fall back to words of the prose
+            all_words = sorted({w.strip(".,;:()'\"") for p in prose for w in p.split()} - {""})
+        # Split by word, not only by file: common words are in both halves' prose, and
+        # held-out word sequences must still be words training never drew.
+        words = [w for w in all_words if _word_split(w) == split]
         return cls(prose=prose or ["The quick brown fox jumps over the lazy dog."],
                    code=code or ["x = 1"], words=words)
 

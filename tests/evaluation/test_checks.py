@@ -28,9 +28,14 @@ price = "$5"
 """
 
 
-def test_clean_page_scores_one_everywhere():
-    assert quality_flags(CLEAN_PAGE) == dict.fromkeys(REWARD_FUNCTIONS, 1.0)
-    assert quality_flags("") == dict.fromkeys(REWARD_FUNCTIONS, 1.0)
+def test_clean_page_scores_one_on_every_structure_check():
+    structure = [name for name in REWARD_FUNCTIONS if name != "readable_text"]
+    for page in (CLEAN_PAGE, ""):
+        flags = quality_flags(page)
+        assert {name: flags[name] for name in structure} == dict.fromkeys(structure, 1.0)
+    # readable_text judges content: the clean page reads as text, an empty one has none
+    assert quality_flags(CLEAN_PAGE)["readable_text"] > 0.7
+    assert quality_flags("")["readable_text"] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,9 @@ def test_default_options_convert_every_page(arch, tmp_path):
     language["max_position_embeddings"] = 8192  # DeepSeek-OCR's; Jina-OCR-v1 ships more
     (folder / "config.json").write_text(json.dumps(config))
     out = tmp_path / "out"
-    done = run_cli("convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--model", str(folder))
+    # random weights read noise: their pages are flagged, which is not what is tested here
+    done = run_cli("convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--model", str(folder),
+                   "--accept", "truncated,degenerate")
     assert done.returncode in (0, 1), done.stderr
     assert "Traceback" not in done.stderr
     page = json.loads((out / "memo.jpg" / "page-0001.json").read_text())

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from PIL import Image, ImageDraw, ImageFilter
 
 from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
@@ -15,11 +16,21 @@ def test_pages_are_deterministic_by_seed_and_carry_markdown():
     assert a.lines and all(line.text for line in a.lines)
 
 
-def test_train_and_test_text_come_from_different_files():
-    train, test = TextSources.load("train"), TextSources.load("test")
+@pytest.mark.parametrize("dictionary", [True, False], ids=["word list", "no word list"])
+def test_train_and_test_text_come_from_different_files(tmp_path, dictionary):
+    """Held out by file (prose, code) and by word, with a word list or without one (the
+    words then come from the prose, where common words are in both halves)."""
+    words_file = tmp_path / "words"
+    if dictionary:
+        words_file.write_text("\n".join(f"{a}{b}{c}" for a in "abcdefgh" for b in "ijklmnop"
+                                        for c in "qrstuvwxyz") + "\n", encoding="latin-1")
+    train = TextSources.load("train", words_file=words_file)
+    test = TextSources.load("test", words_file=words_file)
     shared = set(train.prose) & set(test.prose)  # boilerplate docstrings repeat across files
     assert test.prose and len(shared) < 0.05 * len(set(test.prose))
-    assert not set(train.words) & set(test.words)
+    assert test.words and train.words and not set(train.words) & set(test.words)
+    if dictionary:
+        assert set(train.words) | set(test.words) == set(words_file.read_text().split())
 
 
 def test_most_pages_segment_into_their_typeset_lines():
