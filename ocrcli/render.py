@@ -168,7 +168,7 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
             scale = _fit_scale(w_pt, h_pt, settings.dpi / 72, settings.max_pixels)
             # PDFium applies the page's own /Rotate when rendering.
             image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
-            text_layer_chars = _text_layer_chars(page)
+            text_layer_chars = visible_text_chars(page)
             page.close()
             result = PageImage(ref, image, scale * 72, text_layer_chars=text_layer_chars)
         else:
@@ -186,8 +186,8 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
     return result
 
 
-def _text_layer_chars(page) -> int:
-    """Visible (non-space) characters in the page's text layer."""
+def visible_text_chars(page) -> int:
+    """Visible (non-space) characters in a PDF page's text layer (a pypdfium2 page)."""
     textpage = page.get_textpage()
     try:
         return sum(not c.isspace() for c in textpage.get_text_range())

@@ -21,6 +21,8 @@ from pathlib import Path
 import orjson
 import pypdfium2 as pdfium
 
+from ocrcli.render import visible_text_chars
+
 
 def text_layer_chars(pdf: Path, page: int, cache: dict) -> int | None:
     """Visible characters of a page's text layer; None when the PDF cannot be opened."""
@@ -32,11 +34,7 @@ def text_layer_chars(pdf: Path, page: int, cache: dict) -> int | None:
     doc = cache[pdf]
     if doc is None or page > len(doc):
         return None
-    textpage = doc[page - 1].get_textpage()
-    try:
-        return sum(not c.isspace() for c in textpage.get_text_range())
-    finally:
-        textpage.close()
+    return visible_text_chars(doc[page - 1])  # what the renderer records for the verdict
 
 
 def audit(out: Path, min_chars: int, layer_chars: int) -> dict:
