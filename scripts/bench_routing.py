@@ -12,7 +12,7 @@ head (the main reader frozen), on the same cached batches in the same order
 The shipped head itself is measured too, as a reference with no extra training.
 
 Measured on held-out synthetic pages (text split 'test', page seeds disjoint from training
-and from eval_builtin.py's; never ../shared/data): mean tokens per verify step and per-depth
+and from eval_builtin.py's; never the real-document data): mean tokens per verify step and per-depth
 conditional acceptance at a fixed depth of 6, and speedup over greedy at batch 1 and 8 at
 fixed depth 6 (and with the default gate: --gated), greedy side by side in the same run,
 every output checked identical to greedy; plus the cost of one draft step (ms) at batch 1
@@ -154,7 +154,7 @@ def measure(args, log) -> dict:
         modes = [("K6", DraftPolicy(depth))]
         if args.gated:
             modes.append(("gated", default_policy(depth, batch)))
-        # Repeats go round greedy and every head, so a slow spell of the shared machine
+        # Repeats go round greedy and every head, so a slow spell of a shared CPU
         # touches all of them alike; the best time of each counts.
         for _ in range(args.repeats):
             outputs, seconds, tokens, _, _ = run(shipped, reqs, batch, DraftPolicy(0), args.max_new_tokens)

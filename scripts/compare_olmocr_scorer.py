@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Score one system on an olmOCR-Bench folder with ours and the official scorer; compare.
 
-Usage (defaults: the shared sample and olmOCR's own outputs)::
+Usage (defaults: the olmOCR-Bench sample in a data folder beside the checkout, see
+``DEFAULT_BENCH``, and olmOCR's own outputs)::
 
     python scripts/compare_olmocr_scorer.py [--dir BENCH] [--system NAME]
         [--official-python PYTHON]
@@ -15,8 +16,9 @@ dependencies (ideally in a separate virtual environment)::
     pip install fuzzysearch rapidfuzz "pypdf>=5.2" numpy beautifulsoup4 lxml tqdm \
         playwright Pillow pypdfium2
 
-Its math tests also need a headless Chromium for Playwright (see
-``shared/docs/evaluation.md`` section 1.6); ours uses the same one when
+Its math tests also need the headless Chromium that Playwright drives (Playwright's own
+browser download, or Debian's ``chromium-headless-shell`` linked where Playwright looks for
+it; pin Playwright, whose browser revision it names); ours uses the same one when
 ``playwright`` is importable here, and otherwise reports undecidable math tests
 as skipped, in which case the math-bearing categories cannot be identical.
 
@@ -44,7 +46,7 @@ Install it (a separate virtual environment keeps its packages out of ocrcli's):
         beautifulsoup4 lxml tqdm playwright Pillow pypdfium2
 then rerun this script with that interpreter (so that ours can use its Playwright
 for math too):  /path/to/olmocr-venv/bin/python scripts/compare_olmocr_scorer.py
-Math tests also need headless Chromium for Playwright (shared/docs/evaluation.md, 1.6)."""
+Math tests also need the headless Chromium that Playwright drives."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Ray Data path writes what `ocrcli convert` writes, byte for byte (timings aside).
 
-The decoder test needs no Ray; the Ray test starts a local Ray on this machine's CPUs.
+The decoder test needs no Ray; the Ray test starts a local Ray on the host's CPUs.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ocrcli.convert import ConvertSettings
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.registry import load_model
 from ocrcli.output import PageRecord
 from ocrcli.render import RenderSettings, render_page
+from ocrcli.settings import ConvertSettings
 from tests.conftest import SAMPLES, run_cli
 from tests.test_shards import blank_pdf
 

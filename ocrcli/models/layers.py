@@ -33,7 +33,7 @@ def assume_constant_result(fn):
 
 @assume_constant_result
 def gemm_rows_are_independent(k: int, n: int, dtype: torch.dtype) -> bool:
-    """Probe this machine's BLAS once per shape: is row i of a padded [M, k] @ [k, n] product
+    """Probe the host's BLAS once per shape: is row i of a padded [M, k] @ [k, n] product
     the same for every M, position and neighbour rows? A memo of a hardware fact, not state:
     the answer never changes within a process, so torch.compile takes it as a constant."""
     return _probe_gemm_rows(k, n, dtype)
@@ -72,7 +72,7 @@ def rowwise_matmul(x: torch.Tensor, w_t: torch.Tensor) -> torch.Tensor:
 
     CPU matmul kernels accumulate differently for 1 row and for many, so a row's result would
     depend on how many rows share the call: a verify pass over K+1 positions would not be
-    bitwise the greedy step, and a near-tie could flip. Where the probe shows this machine's
+    bitwise the greedy step, and a near-tie could flip. Where the probe shows the host's
     GEMM is row-independent once padded, one padded GEMM does it; elsewhere every row gets
     its own matrix-vector product (exact by construction, several times slower).
     """

@@ -1,7 +1,8 @@
 """Training the MTP head with TIGER-style routing, in two stages, on a frozen main model.
 
-Our reading of TIGER (arXiv 2607.11131; its exact losses are not public, see
-`shared/docs/speculative-decoding.md` section 8):
+Our reading of TIGER (arXiv 2607.11131, "Text-Conditioned Visual Gated Routing with
+Acceptance Alignment for Multimodal Speculative Decoding"; its abstract names the parts, but
+its gating function, estimator, group size and KL coefficient are not public):
 
 1. **Distillation warm start** (`kd_loss`): along the main model's own greedy continuation of
    a line, the head's step-k distribution at position i is pulled to the main model's

@@ -65,7 +65,7 @@ def _font_index() -> dict[str, Path]:
 
 
 def available_fonts(heldout: bool = False) -> dict[str, list[Path]]:
-    """Font files by role that exist on this machine; DejaVu alone is the minimum."""
+    """Font files by role that are installed on the host; DejaVu alone is the minimum."""
     table = HELDOUT_FONTS if heldout else TRAIN_FONTS
     index = _font_index()
     found = {role: [index[n] for n in names if n in index] for role, names in table.items()}

@@ -1,4 +1,4 @@
-"""Shared fixtures: the project's shared real data, found beside the checkout."""
+"""Fixtures for the real documents the scorer is checked on (see tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,16 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-def _shared(name: str) -> Path:
-    path = SHARED_DATA / name
-    if not path.is_dir():
-        pytest.skip(f"shared data {path} not found (expected ../shared/data beside the checkout)")
-    return path
+from tests.conftest import real_data
 
 
 @pytest.fixture(scope="session")
 def olmocr_sample() -> Path:
     """olmOCR-Bench's sample bench with olmOCR's own outputs (olmocr_pipeline/)."""
-    return _shared("olmocr-bench-sample")
+    return real_data("olmocr-bench-sample")
 
 
 @pytest.fixture(scope="session")
 def pubtabnet_teds() -> Path:
     """PubTabNet's 20 TEDS golden pairs with the reference scores."""
-    return _shared("pubtabnet-teds")
+    return real_data("pubtabnet-teds")

@@ -1,5 +1,5 @@
 """Conformance against the reference implementations that ship inside transformers
-(fact sheet, last section), with the same random weights in float32, tiny configs:
+(recent transformers releases, no remote code), with the same random weights in float32, tiny configs:
 
 - transformers.models.unlimited_ocr: SAM-ViT-B + neck + compressor, CLIP fed SAM features,
   the CLIP-first concat, the projector and the local -> global -> separator layout (checked

@@ -89,7 +89,7 @@ def test_gundam_tiles_and_global_view():
     assert visual.tiles_across_down == (2, 3)
     assert visual.tiles.shape == (6, 3, 640, 640)
     assert visual.global_view.shape == (3, 1024, 1024)
-    # Aspect kept and centred: grey bars left and right, white page in the middle.
+    # Aspect kept and centred: grey margins left and right, white page in the middle.
     assert torch.allclose(visual.global_view[:, :, :5], torch.full((3, 1024, 5), GREY))
     assert torch.allclose(visual.global_view[:, 500, 500], torch.ones(3))
     assert torch.allclose(visual.tiles, torch.ones_like(visual.tiles))

@@ -1,8 +1,9 @@
-"""Our module tree against the official tensor inventories (fact sheet §3, §9.1).
+"""Our module tree against the official tensor inventories (the release's safetensors
+headers: 2,710 tensors, and the 12 of Jina's `mtp_module.heads.0`).
 
 Both full-size models are built on the meta device (no weights allocated). The inventories
 in fixtures/ are written by fixtures/make_deepseek_tensor_inventory.py, a transcription of
-the fact sheet's tables that shares no code with ocrcli.
+the published key patterns and shapes that shares no code with ocrcli.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ocrcli.models.deepseek_ocr.config import (
 from ocrcli.models.deepseek_ocr.model import DeepseekOcrForCausalLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# 6,672,212,480 bytes of BF16 in the release (fact sheet §1), 2 bytes per parameter.
+# 6,672,212,480 bytes of BF16 in the release (its one safetensors shard), 2 bytes per parameter.
 DEEPSEEK_OCR_PARAMS = 6_672_212_480 // 2
 
 
@@ -73,7 +74,7 @@ def test_parameter_counts(arch_and_state):
     assert abs(base - 3.336e9) / 3.336e9 < 1e-3
     assert base == DEEPSEEK_OCR_PARAMS  # exact, from the release's byte count
     if arch == JINA_OCR_V1:
-        assert 35e6 < mtp < 37e6  # ≈36 M (fact sheet §1)
+        assert 35e6 < mtp < 37e6  # ≈36 M (Jina's 12 `mtp_module` tensors)
     else:
         assert mtp == 0
 
@@ -130,4 +131,4 @@ def test_official_style_config_json():
     }
     cfg = config_from_hf(jina)
     assert cfg == full_config(JINA_OCR_V1)
-    assert cfg.decoder.rope_theta == 1e6  # 1e4 for Jina fails silently (fact sheet §7)
+    assert cfg.decoder.rope_theta == 1e6  # 1e4 for Jina fails silently (its config.json sets it)

@@ -145,7 +145,7 @@ class DeepseekOcrForCausalLM(nn.Module):
     def logits(self, normed_hidden: torch.Tensor) -> torch.Tensor:
         """Matmul in the weights' dtype, logits returned in float32 (as the reference does).
         The drafter uses it too: exact drafts make acceptance counts, which page JSON records,
-        independent of the batch (docs/design-notes.md, 7)."""
+        independent of the batch (docs/design.md, section 7)."""
         return self.lm_head(normed_hidden).float()
 
     def embed_for_draft(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

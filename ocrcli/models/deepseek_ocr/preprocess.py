@@ -1,6 +1,8 @@
 """Page image -> the pixel views DeepSeek-OCR reads, and how many <image> slots they fill.
 
-Official behaviour (fact sheet §5-§6): RGB after the EXIF transpose; x/255 then
+Official behaviour (DeepSeek-OCR-vllm's `process/image_process.py`,
+`DeepseekOCRProcessor.tokenize_with_images`, and the HF repo's `modeling_deepseekocr.py`,
+`infer` and `dynamic_preprocess`): RGB after the EXIF transpose; x/255 then
 Normalize(0.5, 0.5). Crop modes always make a global view padded (grey 127, aspect kept,
 bicubic, centred) to the base size; a page with a side over 640 pixels (TILE_THRESHOLD,
 whatever the mode's tile size) is also cut into 2..max_tiles tiles (9 by default) of the
@@ -58,7 +60,7 @@ MODES = {
     "base": ImageMode("base", 1024, 1024, False),
     "large": ImageMode("large", 1280, 1280, False),
     "gundam": ImageMode("gundam", 1024, 640, True),  # the default of both models
-    # Paper and ports only; the fact sheet marks it uncertain.
+    # In the paper and third-party ports only, not in the official code: unconfirmed.
     "gundam-m": ImageMode("gundam-m", 1280, 1024, True),
 }
 

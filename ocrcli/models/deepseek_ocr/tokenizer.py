@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-# Official ids (fact sheet §10); the checkpoints' tokenizer.json agree.
+# Official ids, as both checkpoints' tokenizer.json assign them.
 SPECIAL_TOKENS = {
     "<｜begin▁of▁sentence｜>": 0,
     "<｜end▁of▁sentence｜>": 1,
