@@ -11,7 +11,7 @@ import orjson
 import typer
 
 from ocrcli import __version__
-from ocrcli.engine.policy import GATED_DEFAULT
+from ocrcli.engine.policy import GATED_DEFAULT, Drafter
 from ocrcli.errors import ExitCode, InternalError, OcrCliError, UsageError, internal_error_line, one_line
 from ocrcli.models.device import check_device
 
@@ -23,8 +23,8 @@ except ImportError:  # pragma: no cover - depends on the typer installed
     from click.exceptions import UsageError as ClickUsageError
 
 if TYPE_CHECKING:
-    from ocrcli.convert import ConvertSettings
     from ocrcli.progress import Reporter
+    from ocrcli.settings import ConvertSettings
 
 # The commands import what they use (rich's progress display, the input scanner, torch), so
 # that `ocrcli --help` loads typer and little else.
@@ -54,8 +54,25 @@ def main_options(
     # command too); declared here for --help and for callers of `app` itself.
 
 
-def _fail(exc: OcrCliError) -> None:
-    typer.echo(f"ocrcli: error: {exc}", err=True)
+def _report_error(line: str, code: int, json_log: bool, traceback_text: str | None = None) -> None:
+    """An error that ends the run, on stderr: its one `ocrcli: ` line (after the traceback,
+    when there is one), or with `--log json` one JSON event that carries both (the message
+    without `ocrcli: error: `; a bug's keeps its `internal error: `)."""
+    if json_log:
+        from ocrcli.progress import error_event
+
+        message = line.removeprefix("ocrcli: ").removeprefix("error: ")
+        extra = {} if traceback_text is None else {"traceback": traceback_text}
+        sys.stderr.write(error_event(message, code, **extra) + "\n")
+        sys.stderr.flush()
+        return
+    if traceback_text is not None:
+        sys.stderr.write(traceback_text)
+    typer.echo(line, err=True)
+
+
+def _fail(exc: OcrCliError, json_log: bool = False) -> None:
+    _report_error(f"ocrcli: error: {one_line(exc)}", int(exc.exit_code), json_log)
     raise typer.Exit(int(exc.exit_code))
 
 
@@ -78,6 +95,10 @@ BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Requests de
 DraftDepth = Annotated[int, typer.Option(
     "--draft-depth", min=0, max=16, help="Draft tokens per step (0: plain greedy). "
                                          "Default: confidence-gated up to the head's depth.")]
+DrafterOption = Annotated[Drafter, typer.Option(
+    "--drafter", help="Where drafts come from: auto (the PDF's text layer where it matches, "
+                      "else the model's head), head, text-layer or none. Output is the same "
+                      "with each.")]
 MinProb = Annotated[float, typer.Option(
     "--draft-min-prob", min=0.0, max=1.0,
     help="Gated drafting: stop below this draft probability.")]
@@ -159,10 +180,10 @@ def _write_summary(summary: str | None, result: dict) -> None:
 
 @app.command()
 def convert(
-    out: Annotated[Path, typer.Option(
+    out: Annotated[str, typer.Option(
         "-o", "--out", help="Output folder. '-': print the document's Markdown to stdout (one "
                             "input document; its page files go to a temporary folder, removed "
-                            "afterwards).")],
+                            "afterwards); './-' is a folder named '-'.")],
     inputs: Inputs = None,
     files_from: FilesFrom = None,
     format: Formats = "md,json",
@@ -173,6 +194,7 @@ def convert(
     device: Device = "auto",
     batch_size: BatchSize = 16,
     draft_depth: DraftDepth = None,
+    drafter: DrafterOption = Drafter.AUTO,
     min_prob: MinProb = GATED_DEFAULT.min_prob,
     min_path_prob: MinPathProb = GATED_DEFAULT.min_path_prob,
     max_new_tokens: MaxNewTokens = None,
@@ -198,38 +220,41 @@ def convert(
         help="On CUDA, compile each decode step and replay it as a CUDA graph.")] = True,
 ) -> None:
     """Convert documents to Markdown (and JSON) per page."""
-    from ocrcli.convert import ConvertSettings
     from ocrcli.inputs import parse_pages, parse_shard
-    from ocrcli.pipe import STDOUT, markdown_to_stdout
+    from ocrcli.pipe import markdown_to_stdout, means_stdout
     from ocrcli.progress import Reporter
+    from ocrcli.settings import ConvertSettings
 
+    to_stdout = means_stdout(out)
     try:
         formats = _formats(format)
         if log not in ("auto", "rich", "plain", "json"):
             raise typer.BadParameter("use auto, rich, plain or json", param_hint="--log")
         mode = ("rich" if sys.stderr.isatty() else "plain") if log == "auto" else log
         settings = ConvertSettings(
-            inputs=_inputs(inputs, files_from), out=out, formats=formats, pages=parse_pages(pages),
+            inputs=_inputs(inputs, files_from), out=Path(out), formats=formats,
+            pages=parse_pages(pages),
             dpi=dpi, max_pixels=max_pixels, model=model, device=check_device(device),
             batch_size=batch_size,
-            draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
+            draft_depth=draft_depth, drafter=drafter.value, min_prob=min_prob,
+            min_path_prob=min_path_prob,
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
             render_workers=render_workers, password=password, shard=parse_shard(shard),
             log=mode, quiet=quiet, page_timeout=page_timeout, mode=image_mode,
             cuda_graphs=cuda_graphs, accept=_statuses(accept, "--accept"),
             retry=_statuses(retry, "--retry"))
-        if out == STDOUT and summary == "-":
+        if to_stdout and summary == "-":
             raise UsageError("-o - and --summary - would both print to stdout; give --summary a file")
         # With `--summary -` or `-o -`, stdout carries that alone; progress goes to stderr.
-        reporter = Reporter(mode, quiet, lines_to_stderr=summary == "-" or out == STDOUT)
-        if out == STDOUT:
+        reporter = Reporter(mode, quiet, lines_to_stderr=summary == "-" or to_stdout)
+        if to_stdout:
             code, result = markdown_to_stdout(
                 settings, lambda stdout_settings: _run_convert(stdout_settings, workers, reporter))
         else:
             code, result = _run_convert(settings, workers, reporter)
         _write_summary(summary, result)
     except OcrCliError as exc:
-        _fail(exc)
+        _fail(exc, log == "json")
     raise typer.Exit(int(code))
 
 
@@ -244,6 +269,7 @@ def eval_bench(
     device: Device = "auto",
     batch_size: BatchSize = 16,
     draft_depth: DraftDepth = None,
+    drafter: DrafterOption = Drafter.AUTO,
     max_new_tokens: MaxNewTokens = None,
     dpi: Dpi = 144,
     image_mode: ImageMode = None,
@@ -251,15 +277,16 @@ def eval_bench(
     resume: Resume = True,
 ) -> None:
     """Convert an olmOCR-Bench folder and score it (per-category pass rates)."""
-    from ocrcli.convert import ConvertSettings
     from ocrcli.evaluation.olmocr_bench import format_bench_table
     from ocrcli.evaluation.run import run_eval
     from ocrcli.progress import Reporter
+    from ocrcli.settings import ConvertSettings
 
     try:
         settings = ConvertSettings(inputs=[], out=out, model=model, device=check_device(device),
                                    batch_size=batch_size, draft_depth=draft_depth,
-                                   max_new_tokens=max_new_tokens, dpi=dpi, resume=resume,
+                                   drafter=drafter.value, max_new_tokens=max_new_tokens,
+                                   dpi=dpi, resume=resume,
                                    log="plain", quiet=True, mode=image_mode)
         code, score, summary = run_eval(bench, out, system, settings, Reporter("plain", True))
     except OcrCliError as exc:
@@ -296,9 +323,6 @@ def status(
     pages: str = typer.Option(None, "--pages", help="The --pages the runs were given."),
     shard: str = typer.Option(None, "--shard", help="K/N: check one shard only."),
     password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
-    page_timeout: float = typer.Option(None, "--page-timeout", min=0.001,
-                                       help="Seconds one page may take to render and to decode; "
-                                            "a slower page is stopped with status 'timeout'."),
     fingerprint: str = typer.Option(None, "--fingerprint",
                                     help="Count pages done under other settings as stale "
                                          "(the fingerprint is in summary.json)."),
@@ -349,6 +373,7 @@ def ray_convert(
         "--device", help="auto (a GPU when the actor has one), cpu or cuda.")] = "auto",
     batch_size: BatchSize = 16,
     draft_depth: DraftDepth = None,
+    drafter: DrafterOption = Drafter.AUTO,
     min_prob: MinProb = GATED_DEFAULT.min_prob,
     min_path_prob: MinPathProb = GATED_DEFAULT.min_path_prob,
     max_new_tokens: MaxNewTokens = None,
@@ -367,15 +392,15 @@ def ray_convert(
     r"""`convert` on a Ray cluster (Ray Data): same outputs. Needs `pip install 'ocrcli\[ray]'`.
 
     Not yet on Ray: --page-timeout, --render-workers and --workers (Ray places the work)."""
-    from ocrcli.convert import ConvertSettings
     from ocrcli.inputs import parse_pages, parse_shard
     from ocrcli.progress import Reporter
+    from ocrcli.settings import ConvertSettings
 
     try:
         from ocrcli.distributed.ray import RayOptions, run_ray_convert
     except ImportError as exc:
-        typer.echo(f"ocrcli: error: ray-convert needs Ray: pip install 'ocrcli[ray]' ({exc})",
-                   err=True)
+        _report_error(f"ocrcli: error: ray-convert needs Ray: pip install 'ocrcli[ray]' "
+                      f"({one_line(exc)})", int(ExitCode.usage), log == "json")
         raise typer.Exit(int(ExitCode.usage)) from None
     try:
         formats = _formats(format)
@@ -387,7 +412,8 @@ def ray_convert(
             inputs=_inputs(inputs, files_from), out=out, formats=formats,
             pages=parse_pages(pages), dpi=dpi, max_pixels=max_pixels, model=model,
             device=check_device(device), batch_size=batch_size,
-            draft_depth=draft_depth, min_prob=min_prob, min_path_prob=min_path_prob,
+            draft_depth=draft_depth, drafter=drafter.value, min_prob=min_prob,
+            min_path_prob=min_path_prob,
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume, password=password,
             shard=parse_shard(shard), log=log, quiet=quiet, mode=image_mode,
             accept=_statuses(accept, "--accept"), retry=_statuses(retry, "--retry"))
@@ -398,7 +424,7 @@ def ray_convert(
             code, result = run_ray_convert(settings, options, Reporter(log, quiet))
         _write_summary(summary, result)
     except OcrCliError as exc:
-        _fail(exc)
+        _fail(exc, log == "json")
     raise typer.Exit(int(code))
 
 
@@ -411,50 +437,60 @@ def _take_debug(args: list[str]) -> bool:
     return found
 
 
-def _usage_error(exc: ClickUsageError) -> int:
+def _json_log(args: list[str]) -> bool:
+    """Whether the command line asks for JSON logs (`--log json` or `--log=json`, before any
+    `--`). It is read before parsing, so that an error in the command line itself (an unknown
+    option, a missing argument) is a JSON event too."""
+    end = args.index("--") if "--" in args else len(args)
+    head = args[:end]
+    return "--log=json" in head or any(a == "--log" and b == "json" for a, b in zip(head, head[1:]))
+
+
+def _usage_error(exc: ClickUsageError, json_log: bool) -> int:
     """Click's and typer's usage errors as one line (never a usage block or a boxed panel)."""
     if type(exc).__name__ == "NoArgsIsHelpError":  # bare `ocrcli`: the help (click >= 8.2)
         exc.show()
         return int(ExitCode.usage)
     hint = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
-    typer.echo(f"ocrcli: error: {one_line(exc.format_message()).rstrip('.')}{hint}", err=True)
+    _report_error(f"ocrcli: error: {one_line(exc.format_message()).rstrip('.')}{hint}",
+                  int(ExitCode.usage), json_log)
     return int(ExitCode.usage)
 
 
-def _internal_error(exc: Exception, debug: bool) -> int:
+def _internal_error(exc: Exception, debug: bool, json_log: bool) -> int:
     """A bug: one line and a hint, or with --debug its traceback first."""
     if isinstance(exc, InternalError):  # raised in a worker process, carried here
         name, text = exc.type_name, exc.traceback_text
     else:
         name, text = type(exc).__name__, "".join(traceback.format_exception(exc))
-    if debug:
-        sys.stderr.write(text)
-    typer.echo(internal_error_line(name, str(exc), debug), err=True)
+    _report_error(internal_error_line(name, str(exc), debug), int(ExitCode.internal_error),
+                  json_log, text if debug else None)
     return int(ExitCode.internal_error)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The `ocrcli` entry point: every way a run can end maps to one exit code (errors.py),
-    and every message is one `ocrcli: ` line."""
+    and every message is one `ocrcli: ` line, or with `--log json` one JSON event."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _take_debug(args)
+    json_log = _json_log(args)
     try:
         # Not standalone: click's own handling would print usage errors as several lines
         # and let bugs end in typer's traceback display; both are handled here instead.
         code = app(args=args, standalone_mode=False)
     except ClickUsageError as exc:
-        code = _usage_error(exc)
+        code = _usage_error(exc, json_log)
     except ClickException as exc:
-        typer.echo(f"ocrcli: error: {one_line(exc.format_message())}", err=True)
         code = exc.exit_code
+        _report_error(f"ocrcli: error: {one_line(exc.format_message())}", code, json_log)
     except OcrCliError as exc:  # one a command did not turn into its exit itself
-        typer.echo(f"ocrcli: error: {one_line(exc)}", err=True)
         code = int(exc.exit_code)
+        _report_error(f"ocrcli: error: {one_line(exc)}", code, json_log)
     except (KeyboardInterrupt, typer.Abort):
-        typer.echo("ocrcli: interrupted", err=True)
         code = int(ExitCode.interrupted)
+        _report_error("ocrcli: interrupted", code, json_log)
     except Exception as exc:  # a bug in ocrcli
-        code = _internal_error(exc, debug)
+        code = _internal_error(exc, debug, json_log)
     sys.exit(int(code or 0))
 
 

@@ -59,6 +59,7 @@ class PageRecord:
     accepted_histogram: dict[str, int] = field(default_factory=dict)
     quality: dict[str, float] = field(default_factory=dict)
     mean_logprob: float | None = None  # per decoded token, the model's confidence in its reading
+    drafters: dict[str, dict[str, int]] = field(default_factory=dict)  # head / text-layer: drafted, accepted
 
 
 _TEMP = re.compile(r"^\.ocrcli-(?P<host>[A-Za-z0-9_-]{1,32})-(?P<pid>\d+)\.[^.]+\.tmp$")

@@ -1,22 +1,25 @@
-"""One page from its decode requests to its record: the steps `convert` and the workers of an
-external engine (`distributed/page_decoder.py`) share, so the two paths cannot drift apart.
+"""One page from its image to its record: the steps `convert` and the workers of an external
+engine (`distributed/page_decoder.py`) share, so the two paths cannot drift apart.
 
-A page becomes requests (the model adapter's `page_requests`), its requests decode in any order
-among other pages' requests, and once the last one has ended the page's record is built: the
-worst request status is the page's (one failed request fails the page), and the adapter
-assembles the texts into the page's Markdown.
+A rendered page becomes requests (`start_page`: the model adapter's `page_requests`), or at
+once a record when there is nothing to decode: it failed to render or to be prepared, or it is
+blank. Its requests decode in any order among other pages' requests, and once the last one has
+ended the page's record is built: the worst request status is the page's (one failed request
+fails the page), and the adapter assembles the texts into the page's Markdown.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ocrcli.evaluation.checks import quality_flags
+from ocrcli.errors import one_line
 from ocrcli.inputs import path_text
-from ocrcli.output import PageRecord
+from ocrcli.output import OutputTree, PageRecord
+from ocrcli.quality import quality_flags
 from ocrcli.render import PageImage
 from ocrcli.verdict import PageEvidence, doubt, request_reason
 
@@ -36,6 +39,37 @@ def failed_record(image: PageImage, status: str, error: str, model_id: str, fp: 
                       error=error, width=w, height=h, model=model_id, fingerprint=fp)
 
 
+def start_page(image: PageImage, key: object, loaded: LoadedModel, max_new_tokens: int, fp: str,
+               page_timeout: float | None = None) -> PageAssembly | PageRecord:
+    """A rendered page's decode requests, keyed `(key, index)`, to decode; or the page's record
+    when there is nothing to decode: it could not be rendered or read (status failed or
+    timeout, and why), or it is blank. A page that fails never stops the others."""
+    if image.error:
+        status = "timeout" if image.timed_out else "failed"
+        return failed_record(image, status, image.error, loaded.model_id, fp)
+    if image.prepare_error:  # the render worker could not prepare it
+        return failed_record(image, "failed", one_line(image.prepare_error), loaded.model_id, fp)
+    try:
+        requests = image.prepared if image.prepared is not None else \
+            loaded.adapter.page_requests(image.image, max_new_tokens)
+    except Exception as exc:  # a page the model cannot read must not stop the run
+        return failed_record(image, "failed", one_line(f"cannot prepare page: {exc}"),
+                             loaded.model_id, fp)
+    for j, r in enumerate(requests):
+        r.key = (key, j)
+    # What rendering took counts against the page's time.
+    deadline = None if page_timeout is None else \
+        time.perf_counter() + page_timeout - image.render_seconds
+    page = PageAssembly.start(image, requests, deadline)
+    return page if requests else page.record(loaded, fp)
+
+
+def write_record(tree: OutputTree, rel: str, record: PageRecord, formats: Collection[str]) -> None:
+    """A page's files: its JSON, and its text in the other `formats`. A page not converted has
+    its JSON (the reason) and no Markdown."""
+    tree.write_page(rel, record, set(formats) if record.status in CONVERTED else set())
+
+
 @dataclass
 class PageAssembly:
     """One page's requests while they decode; a record once every request has ended."""
@@ -49,6 +83,8 @@ class PageAssembly:
     tokens: int = 0
     verify_steps: int = 0
     hist: Counter = field(default_factory=Counter)
+    drafted_by: Counter = field(default_factory=Counter)  # per drafter: drafts verified
+    accepted_by: Counter = field(default_factory=Counter)  # per drafter: drafts accepted
     logprob_sum: float = 0.0
     logprob_tokens: int = 0
 
@@ -67,6 +103,8 @@ class PageAssembly:
             self.tokens += stats.tokens
             self.verify_steps += stats.verify_steps
             self.hist.update(stats.accepted_hist)
+            self.drafted_by.update(stats.drafted_by)
+            self.accepted_by.update(stats.accepted_by)
             self.logprob_sum += stats.logprob_sum
             self.logprob_tokens += stats.logprob_tokens
 
@@ -101,7 +139,9 @@ class PageAssembly:
             verify_steps=self.verify_steps,
             mean_accepted=round(self.tokens / self.verify_steps, 3) if self.verify_steps else 0.0,
             accepted_histogram={str(k): v for k, v in sorted(self.hist.items())},
-            quality=quality, mean_logprob=self.mean_logprob)
+            quality=quality, mean_logprob=self.mean_logprob,
+            drafters={k: {"drafted": self.drafted_by[k], "accepted": self.accepted_by[k]}
+                      for k in sorted(self.drafted_by)})
 
     @property
     def mean_logprob(self) -> float | None:

@@ -17,9 +17,16 @@ from ocrcli.errors import ExitCode, UsageError
 from ocrcli.inputs import document_names
 
 if TYPE_CHECKING:
-    from ocrcli.convert import ConvertSettings
+    from ocrcli.settings import ConvertSettings
 
-STDOUT = Path("-")  # `-o -`
+STDOUT = "-"  # `-o -`
+
+
+def means_stdout(out: str) -> bool:
+    """Whether `-o OUT` asks for stdout: exactly `-`. Read from the text as given, since a
+    path forgets how it was spelt (`Path("./-") == Path("-")`): `-o ./-` is a folder named
+    `-`, as it is for any other Unix tool."""
+    return out == STDOUT
 
 
 def markdown_to_stdout(settings: ConvertSettings,

@@ -6,7 +6,9 @@ pages left; an end table with every page status. Off a terminal (`--log plain`):
 lines, one per document, and a heartbeat line whenever no progress line was written for
 `heartbeat_s` seconds, so a watchdog never sees a silent log during a long document.
 `--log json`: every line on stderr is one JSON event (start, page, document, progress,
-notice, error, summary). Problems always go to stderr, one line each.
+notice, error, summary). Problems always go to stderr, one line each, `--quiet` or not: a page
+that is not ok is one line (in json, its page event, with its status and reason), and an error
+that ends the run is an `error` event with its `exit_code` (`error_event`).
 
 pages/s is `summary.json`'s definition everywhere: pages converted (ok, truncated,
 degenerate) per second since decoding began (`timing_from`); the end of a run shows the
@@ -47,6 +49,24 @@ def default_heartbeat_s() -> float:
 def timestamp() -> str:
     """Local time with its UTC offset, to the second: 2025-06-01T18:47:25+02:00."""
     return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def event_line(event: str, **fields) -> str:
+    """One JSON event as a line of text: {"event": ..., "time": ..., fields...}."""
+    return orjson.dumps({"event": event, "time": timestamp()} | fields, default=str).decode()
+
+
+def error_event(message: str, exit_code: int, **fields) -> str:
+    """The JSON event of an error that ends the run (`--log json`): the message of its
+    `ocrcli: ` line and the exit code the run ends with."""
+    return event_line("error", message=message, exit_code=exit_code, **fields)
+
+
+def page_problem(event: PageEvent) -> str:
+    """The one line that reports a page that is not ok: its reason, after its status where
+    the page was converted but flagged (truncated, degenerate)."""
+    status = f"{event.status}: " if event.status in CONVERTED_STATUSES else ""
+    return f"{event.source} page {event.page}: {status}{event.reason or event.status}"
 
 
 def format_eta(seconds: float | None) -> str:
@@ -165,8 +185,7 @@ class Reporter:
 
     def _event(self, event: str, **fields) -> None:
         """One JSON line on stderr: {"event": ..., "time": ..., fields...}."""
-        data = {"event": event, "time": timestamp()} | fields
-        self._write(orjson.dumps(data, default=str).decode(), self._err or sys.stderr)
+        self._write(event_line(event, **fields), self._err or sys.stderr)
 
     def _say(self, message: str) -> None:
         """A notice or problem as a line of its own, in the mode's form."""
@@ -238,7 +257,8 @@ class Reporter:
 
     def page(self, tokens: int, verify_steps: int, event: PageEvent | None = None) -> None:
         """A page was written. Without `event` (callers that know no more) it counts as
-        converted."""
+        converted. A page that is not ok is reported here, once: in json by its page event
+        (status and reason), otherwise by a problem line; shown even with `--quiet`."""
         status = event.status if event is not None else "ok"
         with self._lock:
             c = self.counters
@@ -248,14 +268,17 @@ class Reporter:
             c.verify_steps += verify_steps
             if event is not None:
                 self._page_seen(event)
+        if self.mode == "json":
+            if event is not None and (status != "ok" or not self.quiet):
+                self._event("page", source=event.source, page=event.page, status=event.status,
+                            reason=event.reason, seconds=_round(event.seconds),
+                            output=event.output, tokens=tokens)
+        elif event is not None and status != "ok":
+            self._say(page_problem(event))
         if self.quiet:
             return
         if self._progress is not None:
             self._update_bars()
-        elif self.mode == "json" and event is not None:
-            self._event("page", source=event.source, page=event.page, status=event.status,
-                        reason=event.reason, seconds=_round(event.seconds), output=event.output,
-                        tokens=tokens)
         self.tick()  # a heartbeat when the last progress line is heartbeat_s old
 
     def _page_seen(self, event: PageEvent) -> None:

@@ -39,10 +39,14 @@ from PIL import Image, ImageOps
 from ocrcli.errors import one_line
 from ocrcli.faults import NO_FAULTS, Faults
 from ocrcli.inputs import PageRef, open_image, open_pdf
+from ocrcli.text_layer import TextLayer, attach, text_layer_of
 
 # A worker's address-space cap: far above what a legitimate page needs (a 200-megapixel image
 # decodes in under 1 GiB), far below what a bomb would take.
 WORKER_MEMORY_LIMIT = 4 << 30
+# Characters of a page's text layer read for drafting: a real page holds a few thousand;
+# past this the layer is a data dump, and reading its boxes would cost more than it saves.
+MAX_TEXT_LAYER_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,12 @@ class PageImage:
     # not background, and the visible characters of a PDF's text layer (None: not a PDF).
     ink: float = 0.0
     text_layer_chars: int | None = None
+
+    @property
+    def text_layer(self) -> TextLayer | None:
+        """The PDF page's text layer in the image's pixels (None: no PDF, or no text). It
+        travels inside the image (text_layer.attach), so `prepare` and adapters see it too."""
+        return text_layer_of(self.image)
 
 
 # A page's model-side preparation (layout, crops, tensors), run in the render worker so the
@@ -169,6 +179,7 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
             # PDFium applies the page's own /Rotate when rendering.
             image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
             text_layer_chars = visible_text_chars(page)
+            attach(image, read_text_layer(page, image.size))
             page.close()
             result = PageImage(ref, image, scale * 72, text_layer_chars=text_layer_chars)
         else:
@@ -193,6 +204,46 @@ def visible_text_chars(page) -> int:
         return sum(not c.isspace() for c in textpage.get_text_range())
     finally:
         textpage.close()
+
+
+def read_text_layer(page, size: tuple[int, int]) -> TextLayer | None:
+    """A PDF page's text layer (a pypdfium2 page), each character's loose box (the font's
+    full height, so the boxes of a line share one band) mapped onto the page's bitmap of
+    `size` pixels. The mapping is PDFium's own page-to-device transform for that bitmap, so
+    the page's /Rotate and crop box are those the render applied. None: no text layer."""
+    import ctypes
+
+    import numpy as np
+    import pypdfium2.raw as pdfium_c
+
+    textpage = page.get_textpage()
+    try:
+        n = min(textpage.count_chars(), MAX_TEXT_LAYER_CHARS)
+        if n <= 0:
+            return None
+        chars, boxes = [], np.full((n, 4), np.nan, dtype=np.float64)  # boxes: page points
+        rect = pdfium_c.FS_RECTF()
+        for i in range(n):
+            code = pdfium_c.FPDFText_GetUnicode(textpage, i)
+            chars.append("\ufffd" if 0xD800 <= code < 0xE000 else chr(code))
+            if not chars[-1].isspace() and pdfium_c.FPDFText_GetLooseCharBox(textpage, i, rect):
+                boxes[i] = rect.left, rect.top, rect.right, rect.bottom
+    finally:
+        textpage.close()
+    # The transform is affine: read it off three points. PDFium returns whole device pixels,
+    # so it maps onto a bitmap `fine` times larger and the result is divided back down.
+    fine = 1000
+    dx, dy = ctypes.c_int(), ctypes.c_int()
+
+    def to_device(x: float, y: float) -> np.ndarray:
+        pdfium_c.FPDF_PageToDevice(page, 0, 0, size[0] * fine, size[1] * fine, 0, x, y, dx, dy)
+        return np.array([dx.value, dy.value], dtype=np.float64) / fine
+
+    origin = to_device(0.0, 0.0)
+    ax, ay = (to_device(100.0, 0.0) - origin) / 100, (to_device(0.0, 100.0) - origin) / 100
+    corners = [origin + boxes[:, [i]] * ax + boxes[:, [j]] * ay for i, j in ((0, 1), (2, 3))]
+    lo, hi = np.minimum(*corners), np.maximum(*corners)  # [N,2]: a rotation swaps corners
+    return TextLayer("".join(chars), np.concatenate([lo, hi], axis=1).astype(np.float32))
 
 
 def ink_share(image: Image.Image, contrast: int = 64) -> float:

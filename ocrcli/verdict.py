@@ -22,7 +22,7 @@ TEXT_LAYER_CHARS = 200
 INK_SHARE = 0.005
 # Below this share of letters and digits among the content characters, output is not text.
 MIN_WORD_SHARE = 0.5
-# A page whose output is mostly a loop (evaluation.checks.repetition_score under this).
+# A page whose output is mostly a loop (quality.repetition_score under this).
 MIN_REPETITION_SCORE = 0.5
 # Characters of Markdown's own syntax: a table of empty cells is not content.
 MARKDOWN_SYNTAX = frozenset("|-:#*_`>~=+")
@@ -34,7 +34,7 @@ class PageEvidence:
     ink: float  # the share of the page's area that is not background (render.ink_share)
     text_layer_chars: int | None  # visible characters of the PDF's text layer; None: no PDF
     mean_logprob: float | None  # per decoded token; None where nothing was decoded
-    repetition: float = 1.0  # evaluation.checks.repetition_score of the text
+    repetition: float = 1.0  # quality.repetition_score of the text
     min_mean_logprob: float = -1.5  # the model's bound (models.base.ModelSpec.min_mean_logprob)
 
 

@@ -1,7 +1,7 @@
 """`ocrcli convert --workers N`: one converter process per device, one run.
 
 The parent splits nothing itself: every worker collects the same inputs and keeps every N-th
-page (`convert.worker_share`), loads its own model on its own device (a GPU each when there
+page (`plan.worker_share`), loads its own model on its own device (a GPU each when there
 are enough of them, else an equal share of the CPU threads) and writes its pages as a plain
 run would. Pages are decoded batch-invariantly, so a page's files do not depend on which
 worker made them or what it was batched with: N workers give the same bytes as one.
@@ -25,19 +25,14 @@ from dataclasses import replace
 
 import torch
 
-from ocrcli.convert import (
-    Converter,
-    ConvertSettings,
-    decode_threads,
-    flagged_message,
-    run_exit_code,
-    run_summary,
-)
+from ocrcli.convert import Converter
 from ocrcli.errors import ExitCode, InternalError, OcrCliError, UsageError, one_line
-from ocrcli.faults import faults_text
-from ocrcli.inputs import collect, display_path, path_text
-from ocrcli.output import OutputTree, check_writable
+from ocrcli.inputs import display_path, path_text
+from ocrcli.output import OutputTree
+from ocrcli.plan import plan_run
 from ocrcli.progress import DocumentPlan, PageEvent, Reporter
+from ocrcli.settings import ConvertSettings, decode_threads
+from ocrcli.summary import INTERRUPTED_MESSAGE, flagged_message, run_exit_code, run_summary
 
 # A worker's exit that outranks the others' decides the run's code (ocrcli's ExitCode order:
 # an interrupt, then a bug, then a problem with the whole run, then failed pages).
@@ -130,15 +125,7 @@ class _Relay:
 def run_workers(settings: ConvertSettings, workers: int, reporter: Reporter) -> tuple[ExitCode, dict]:
     if settings.shard is not None:
         raise UsageError("--workers splits the run itself; give either --workers or --shard")
-    check_writable(settings.out)
-    docs, notices = collect(settings.inputs, settings.pages, None, settings.password,
-                            settings.faults)
-    if settings.faults.armed:  # the workers leave the notices to this process
-        reporter.notice(f"injected faults are armed ({faults_text(settings.faults)})")
-    for n in notices:
-        reporter.notice(n)
-    if not docs:
-        raise UsageError("no PDF or image documents found in the inputs")
+    docs = plan_run(settings, reporter).documents  # the workers leave the notices to this process
     devices = worker_devices(settings.device, workers)
     threads = settings.threads or decode_threads(settings.render_workers, workers)
     ctx = mp.get_context("spawn")  # no forked copies of torch's thread pools
@@ -234,8 +221,7 @@ def _finish(settings: ConvertSettings, docs, results, elapsed: float, interrupte
     if settings.faults.armed:
         summary["injected_faults"] = settings.faults.armed
     if code is ExitCode.interrupted:
-        reporter.problem("interrupted: finished pages were kept; run the same command again to "
-                         "convert the rest")
+        reporter.problem(INTERRUPTED_MESSAGE)
     tree.write_json(settings.out / "summary.json", summary)
     reporter.finish(summary)
     return code, summary

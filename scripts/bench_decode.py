@@ -9,7 +9,15 @@ Pages are rendered and split into requests once; then the same requests are deco
 greedy (`--draft-depth 0`), fixed K = 1..6 and confidence-gated drafting, at batch 1 and at
 batch 8. Every output is checked against greedy's. `--oracle-acceptance P` replaces the head
 with a drafter that proposes the model's own greedy token with probability P. Engines are
-built by the converter's own factory (`convert.make_engine`).
+built by the converter's own factory (`model_setup.make_engine`).
+
+`--drafters none,head,text-layer,auto` compares where drafts come from instead of depths: the
+model's head (the converter's gated policy), the pages' PDF text layer, both (auto), or none
+(greedy, the baseline of every speedup), on the same requests, warm, repeats interleaved.
+Give it born-digital PDFs (`pages` reports each page's text-layer characters); on scans
+(no text layer) auto should match head.
+
+    python scripts/bench_decode.py DOC.pdf ... --drafters none,head,text-layer,auto --json
 
 `--count-ops` adds a `dispatch` list: aten operators and host syncs per engine step
 (`ocrcli.engine.opcount`), for greedy and K=3 at batches 1 and 16, on the same requests.
@@ -20,22 +28,27 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 
 import orjson
 import torch
 
-from ocrcli.convert import ConvertSettings, decode_threads, make_engine
 from ocrcli.engine.draft import OracleProposer
 from ocrcli.engine.opcount import OpCounter
-from ocrcli.engine.policy import DraftPolicy, default_policy
-from ocrcli.engine.scheduler import list_source
+from ocrcli.engine.policy import Drafter, DraftPolicy, default_policy
+from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef, collect
+from ocrcli.model_setup import make_engine
 from ocrcli.models.base import DecodeRequest
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import RenderSettings, render_page
+from ocrcli.settings import ConvertSettings, decode_threads
 
 
-def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int) -> list[DecodeRequest]:
+def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int,
+                  pages: list[dict] | None = None) -> list[DecodeRequest]:
+    """The requests of the inputs' first `max_pages` pages; `pages` gets one entry per page:
+    its source, page number and the characters of its text layer (None: not a PDF)."""
     docs, _ = collect(inputs)
     reqs: list[DecodeRequest] = []
     n = 0
@@ -49,6 +62,9 @@ def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int) -> li
             for j, r in enumerate(loaded.adapter.page_requests(img.image, max_new)):
                 r.key = (n, j)
                 reqs.append(r)
+            if pages is not None:
+                pages.append({"source": str(doc.path), "page": p,
+                              "text_layer_chars": img.text_layer_chars})
             n += 1
     return reqs
 
@@ -96,7 +112,7 @@ def count_dispatch(loaded, reqs, max_new: int, reference) -> list[dict]:
     return rows
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="*", default=["samples"])
     ap.add_argument("--model", default="builtin")
@@ -111,16 +127,30 @@ def main() -> int:
     ap.add_argument("--max-pages", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--repeats", type=int, default=2, help="best of N timings per row")
+    ap.add_argument("--drafters", default="",
+                    help="compare drafters instead of depths: 'none,head,text-layer,auto'")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads (0: what `ocrcli convert` would use beside one render "
-                         "worker, convert.decode_threads)")
-    args = ap.parse_args()
+                         "worker, settings.decode_threads)")
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
     torch.set_num_threads(args.threads or decode_threads(render_workers=1))
     loaded = load_model(args.model, resolve_device(args.device))
-    reqs = page_requests(loaded, args.inputs, args.max_pages, args.max_new_tokens)
+    pages: list[dict] = []
+    reqs = page_requests(loaded, args.inputs, args.max_pages, args.max_new_tokens, pages)
     if not reqs:
         print("no requests: no readable pages in the inputs", file=sys.stderr)
         return 2
+    if args.drafters:
+        drafters = [Drafter(d) for d in args.drafters.split(",")]
+        batches = [int(b) for b in args.batches.split(",")]
+        result = compare_drafters(loaded, reqs, drafters, batches, args.max_new_tokens, args.repeats)
+        result |= {"threads": torch.get_num_threads(), "pages": pages}
+        print_drafters(result, args.json)
+        return 0 if result["identical"] else 1
     head_depth = loaded.model.max_draft_depth
     depths = [int(d) for d in args.depths.split(",")]
     modes: list[tuple[str, DraftPolicy]] = [("greedy", DraftPolicy(0))]
@@ -174,6 +204,75 @@ def main() -> int:
         result["dispatch"] = dispatch
     print_result(result, args.json)
     return 0 if identical else 1
+
+
+def drafter_engine(loaded, batch: int, max_new: int, drafter: Drafter) -> Engine:
+    """An engine drafting with `drafter`, built by the converter's own factory (the gated
+    head policy for the batch, CUDA graphs on a GPU)."""
+    settings = ConvertSettings(inputs=[], out=None, model=loaded.model_id, batch_size=batch)
+    return make_engine(loaded, settings, max_new, drafter=drafter)
+
+
+def run_drafter(loaded, reqs, batch: int, max_new: int, drafter: Drafter) -> dict:
+    engine = drafter_engine(loaded, batch, max_new, drafter)
+    t0 = time.perf_counter()
+    results = list(engine.run(list_source(reqs)))
+    seconds = time.perf_counter() - t0
+    accepted, drafted = Counter(), Counter()
+    for r in results:
+        accepted.update(r.stats.accepted_by)
+        drafted.update(r.stats.drafted_by)
+    return {"outputs": {r.key: (r.tokens, r.status) for r in results}, "seconds": seconds,
+            "tokens": sum(r.stats.tokens for r in results),
+            "steps": sum(r.stats.verify_steps for r in results),
+            "accepted_by": dict(accepted), "drafted_by": dict(drafted)}
+
+
+def compare_drafters(loaded, reqs, drafters: list[Drafter], batches: list[int], max_new: int,
+                     repeats: int) -> dict:
+    """Each drafter on the same requests, side by side: per batch one warm-up, then `repeats`
+    rounds that go round the drafters (so a slow spell touches each alike), best time kept.
+    Speedups are against drafter none (greedy), which is run whether asked for or not."""
+    drafters = [Drafter.NONE] + [d for d in drafters if d != Drafter.NONE]
+    rows, identical = [], True
+    for batch in batches:
+        run_drafter(loaded, reqs[: 2 * batch], batch, max_new, Drafter.AUTO)  # warm-up
+        best: dict[Drafter, dict] = {}
+        for _ in range(repeats):
+            for d in drafters:
+                got = run_drafter(loaded, reqs, batch, max_new, d)
+                if d not in best or got["seconds"] < best[d]["seconds"]:
+                    best[d] = got
+        greedy = best[Drafter.NONE]
+        for d in drafters:
+            b = best[d]
+            same = b["outputs"] == greedy["outputs"]
+            identical &= same
+            rows.append({"batch": batch, "drafter": d.value,
+                         "tokens_per_s": round(b["tokens"] / b["seconds"], 1),
+                         "mean_accepted": round(b["tokens"] / b["steps"], 3),
+                         "speedup": round(greedy["seconds"] / b["seconds"], 3), "identical": same,
+                         "seconds": round(b["seconds"], 3), "accepted_by": b["accepted_by"],
+                         "drafted_by": b["drafted_by"]})
+    speed = {(r["batch"], r["drafter"]): r["speedup"] for r in rows}
+    auto_vs_head = {f"batch{b}": round(speed[(b, "auto")] / speed[(b, "head")], 3) for b in batches
+                    if (b, "auto") in speed and (b, "head") in speed}
+    return {"model": loaded.model_id, "device": str(loaded.model.spec.device), "requests": len(reqs),
+            "requests_with_text": sum(bool(r.draft_text) for r in reqs), "identical": identical,
+            "rows": rows, "auto_vs_head": auto_vs_head}
+
+
+def print_drafters(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return
+    for p in result["pages"]:
+        print(f"{p['source']} page {p['page']}: text layer {p['text_layer_chars']}")
+    print(f"{'batch':>5} {'drafter':<11} {'tok/s':>9} {'tok/verify':>10} {'speedup':>8} identical")
+    for r in result["rows"]:
+        print(f"{r['batch']:>5} {r['drafter']:<11} {r['tokens_per_s']:>9.1f} "
+              f"{r['mean_accepted']:>10.2f} {r['speedup']:>7.2f}x {r['identical']}")
+    print(f"identical to greedy: {result['identical']}; auto vs head: {result['auto_vs_head']}")
 
 
 def print_result(result: dict, as_json: bool) -> None:

@@ -1,19 +1,37 @@
-"""Pipeline vs engine alone: does rendering hide behind decoding?
+"""Pipeline vs decoding alone: does rendering hide behind decoding?
 
     python scripts/bench_pipeline.py                 # a 60-page PDF made from samples/
+    python scripts/bench_pipeline.py --repeats 5     # more measurements of each side
     python scripts/bench_pipeline.py --measure-rss   # also peak RSS, 10 vs 500 pages
     python scripts/bench_pipeline.py --model CHECKPOINT --device cuda
 
-The same PDF is converted twice in one run: through the whole pipeline (`ocrcli convert`'s
-Converter: renderer processes, engine, atomic writes), and through the engine alone on pages
-rendered beforehand (layout, decoding and assembly, no rendering, no writes), both with the
-engine the converter builds (`convert.make_engine`). Prints JSON with pipeline_pages_per_s,
-engine_only_pages_per_s and their ratio.
+Two sides convert the same pages of the same PDF, in one process, with the same settings,
+the same model loading (`model_setup.load_for_run`), the same engine (`model_setup.make_engine`)
+and the same torch threads:
+
+- pipeline: `ocrcli convert`'s Converter (renderer processes, page layout, decoding, page
+  records, atomic writes), timed as summary.json times it: from the start of decoding to the
+  end of the run (model loading and engine set-up are outside, as they are on the other side);
+- decode only: the same pages rendered beforehand, outside the timer; the engine decodes
+  them and the adapter assembles each page's text. Page layout (the requests of a page) is
+  inside this timer exactly where the pipeline does it in this process, when the engine asks
+  for more pages, and outside it where the pipeline does it in its render processes (models
+  whose adapter `prepares_in_worker`, the built-in one): no layout runs on one side's clock
+  only.
+
+Each side first runs once unmeasured (a warm-up on the first --warmup-pages pages), then the
+sides alternate --repeats times, their order swapped every repeat so that drift in the
+machine's speed (turbo, other jobs) falls on both. Each repeat prints both rates and their
+ratio (pipeline / decode only: 1.0 means rendering costs nothing); the medians end the JSON.
+The pages' texts are compared (`same_text`): on the CPU, where decoding is batch-invariant,
+they agree, or the sides did not do the same work; on a GPU a near tie may differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,12 +42,12 @@ import orjson
 import pypdfium2 as pdfium
 import torch
 
-from ocrcli.convert import Converter, ConvertSettings, decode_threads, make_engine, max_new_tokens
-from ocrcli.engine.scheduler import list_source
+from ocrcli.convert import Converter
 from ocrcli.inputs import PageRef
-from ocrcli.models.registry import load_model, resolve_device
+from ocrcli.model_setup import load_for_run, make_engine, max_new_tokens
 from ocrcli.progress import Reporter
 from ocrcli.render import RenderSettings, render_page
+from ocrcli.settings import ConvertSettings, decode_threads
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = [REPO / "samples" / "report.pdf", REPO / "samples" / "scanned-invoice.pdf"]
@@ -47,39 +65,91 @@ def make_pdf(path: Path, pages: int) -> Path:
     return path
 
 
-def settings(pdf: Path, out: Path | None, args) -> ConvertSettings:
+def settings(pdf: Path, out: Path, args) -> ConvertSettings:
     return ConvertSettings(inputs=[str(pdf)], out=out, model=args.model, device=args.device,
                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
                            draft_depth=args.draft_depth, resume=False, render_workers=1,
                            log="plain", quiet=True)
 
 
-def pipeline(s: ConvertSettings) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    code, summary = Converter(s, Reporter("plain", quiet=True)).run()
-    return time.perf_counter() - t0, summary["pages"]["converted"]
+def threads(s: ConvertSettings) -> int:
+    """The torch threads the converter decodes with (it sets them itself when it runs)."""
+    return s.threads or decode_threads(s.render_workers)
 
 
-def engine_only(pdf: Path, s: ConvertSettings) -> tuple[float, int]:
-    loaded = load_model(s.model, resolve_device(s.device))
-    n = len(pdfium.PdfDocument(str(pdf)))
-    images = [render_page(PageRef(0, pdf, "pdf", p), RenderSettings()).image for p in range(1, n + 1)]
-    max_new = max_new_tokens(s, loaded.model.spec.default_max_new_tokens)
-    t0 = time.perf_counter()
-    engine = make_engine(loaded, s, max_new)
-    reqs, pages = [], []
-    for i, img in enumerate(images):
-        page_reqs = loaded.adapter.page_requests(img, max_new)
-        for j, r in enumerate(page_reqs):
-            r.key = (i, j)
-        pages.append(page_reqs)
-        reqs.extend(page_reqs)
-    texts: dict = {}
-    for r in engine.run(list_source(reqs)):
-        texts[r.key] = loaded.tokenizer.decode(r.tokens)
-    for i, page_reqs in enumerate(pages):
-        loaded.adapter.assemble(page_reqs, [texts[(i, j)] for j in range(len(page_reqs))])
-    return time.perf_counter() - t0, n
+def pipeline(s: ConvertSettings) -> tuple[float, int, dict[int, str]]:
+    """Seconds from the start of decoding to the end of the run (summary.json's `seconds`),
+    pages finished, and each page's text."""
+    # Its page problems (flagged pages: a small token cap truncates them) are not the
+    # benchmark's output: they go to a buffer.
+    _, summary = Converter(s, Reporter("plain", quiet=True, err=io.StringIO())).run()
+    texts = {}
+    for path in s.out.rglob("page-*.json"):
+        record = orjson.loads(path.read_bytes())
+        texts[record["page"]] = record.get("text") or ""
+    pages = summary["pages"]
+    return summary["seconds"], pages["converted"] + pages["failed"], texts
+
+
+class DecodeOnly:
+    """The engine and the adapter alone, on pages rendered beforehand."""
+
+    def __init__(self, s: ConvertSettings, pdf: Path):
+        self.s = s
+        self.loaded = load_for_run(s, s.device)
+        self.max_new = max_new_tokens(s, self.loaded.model.spec.default_max_new_tokens)
+        # Where the pipeline lays pages out in its render processes, this side does it before
+        # its clock starts; otherwise on its clock, as the pipeline's main process does.
+        self.layout_on_clock = not getattr(self.loaded.adapter, "prepares_in_worker", False)
+        render = RenderSettings(s.dpi, s.max_pixels, s.password)
+        n = len(pdfium.PdfDocument(str(pdf)))
+        self.images = [render_page(PageRef(0, pdf, "pdf", p), render) for p in range(1, n + 1)]
+        failed = [img.error for img in self.images if img.error]
+        if failed:
+            raise SystemExit(f"bench_pipeline: a page did not render: {failed[0]}")
+
+    def layout(self, page: int) -> list:
+        return self.loaded.adapter.page_requests(self.images[page].image, self.max_new)
+
+    def run(self, pages: int) -> tuple[float, int, dict[int, str]]:
+        """Seconds from the start of decoding to the last page assembled, pages finished,
+        and each page's text (pages 1..`pages`)."""
+        torch.set_num_threads(threads(self.s))
+        engine = make_engine(self.loaded, self.s, self.max_new)
+        laid_out = None if self.layout_on_clock else [self.layout(i) for i in range(pages)]
+        requests: dict[int, list] = {}
+        outputs: dict[int, list[str | None]] = {}
+        texts: dict[int, str] = {}
+        queued: list = []
+        next_page = 0
+
+        def finish_page(i: int) -> None:
+            texts[i + 1] = self.loaded.adapter.assemble(requests.pop(i), outputs.pop(i))
+
+        def fetch(n: int, block: bool):
+            nonlocal next_page
+            while len(queued) < n and next_page < pages:
+                i, next_page = next_page, next_page + 1
+                reqs = self.layout(i) if laid_out is None else laid_out[i]
+                for j, r in enumerate(reqs):
+                    r.key = (i, j)
+                requests[i], outputs[i] = reqs, [None] * len(reqs)
+                if reqs:
+                    queued.extend(reqs)
+                else:  # a blank page: nothing to decode
+                    finish_page(i)
+            if not queued:
+                return None
+            batch, queued[:] = queued[:n], queued[n:]
+            return batch
+
+        t0 = time.perf_counter()
+        for result in engine.run(fetch):
+            i, j = result.key
+            outputs[i][j] = self.loaded.tokenizer.decode(result.tokens) if result.tokens else ""
+            if all(t is not None for t in outputs[i]):
+                finish_page(i)
+        return time.perf_counter() - t0, len(texts), texts
 
 
 RSS_CHILD = """
@@ -105,9 +175,56 @@ def peak_rss_mb(pdf: Path, out: Path) -> dict:
             "exit_code": r.returncode}
 
 
+def measure(args, tmp: Path) -> dict:
+    pdf = make_pdf(tmp / "bench.pdf", args.pages)
+    warm_pdf = make_pdf(tmp / "warm.pdf", min(args.warmup_pages, args.pages))
+    runs = iter(range(1_000_000))
+
+    def pipeline_run(path: Path) -> tuple[float, int, dict[int, str]]:
+        return pipeline(settings(path, tmp / f"out-{next(runs)}", args))
+
+    decode = DecodeOnly(settings(pdf, tmp / "unused", args), pdf)
+    # Warm-up, unmeasured: each side once (kernels, allocator, caches, compiled steps).
+    pipeline_run(warm_pdf)
+    decode.run(min(args.warmup_pages, args.pages))
+    rows, texts = [], {}
+    for k in range(args.repeats):
+        order = ("pipeline", "decode_only") if k % 2 == 0 else ("decode_only", "pipeline")
+        got = {}
+        for side in order:
+            got[side] = pipeline_run(pdf) if side == "pipeline" else decode.run(args.pages)
+        (pipe_s, pipe_n, pipe_text), (dec_s, dec_n, dec_text) = got["pipeline"], got["decode_only"]
+        texts = {"pipeline": pipe_text, "decode_only": dec_text}
+        pipe_rate, dec_rate = pipe_n / pipe_s, dec_n / dec_s
+        rows.append({"repeat": k + 1, "first": order[0],
+                     "pipeline_seconds": round(pipe_s, 3), "decode_only_seconds": round(dec_s, 3),
+                     "pipeline_pages_per_s": round(pipe_rate, 3),
+                     "decode_only_pages_per_s": round(dec_rate, 3),
+                     "ratio": round(pipe_rate / dec_rate, 3)})
+        print(f"repeat {k + 1} ({order[0]} first): pipeline {pipe_rate:.3f} pages/s, "
+              f"decode only {dec_rate:.3f} pages/s, ratio {pipe_rate / dec_rate:.3f}",
+              file=sys.stderr, flush=True)
+    ratios = [r["ratio"] for r in rows]
+    return {
+        "pages": args.pages, "repeats": args.repeats, "warmup_pages": args.warmup_pages,
+        "batch_size": args.batch_size, "torch_threads": threads(decode.s),
+        "layout": "on both clocks, in the main process" if decode.layout_on_clock
+                  else "in the pipeline's render processes; before the decode-only clock",
+        "same_text": texts["pipeline"] == texts["decode_only"],
+        "runs": rows,
+        "pipeline_pages_per_s": round(statistics.median(r["pipeline_pages_per_s"] for r in rows), 3),
+        "decode_only_pages_per_s": round(statistics.median(r["decode_only_pages_per_s"]
+                                                           for r in rows), 3),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_min": min(ratios), "ratio_max": max(ratios),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pages", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=3, help="measurements of each side, interleaved")
+    ap.add_argument("--warmup-pages", type=int, default=8, help="pages of each side's warm-up run")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=None, help="default: the model's")
     ap.add_argument("--model", default="builtin")
@@ -115,19 +232,11 @@ def main() -> int:
     ap.add_argument("--draft-depth", type=int, default=None)
     ap.add_argument("--measure-rss", action="store_true")
     args = ap.parse_args()
-    # Both sides decode with the converter's thread count (the cores its render worker leaves).
-    torch.set_num_threads(decode_threads(render_workers=1))
+    if args.pages < 1 or args.repeats < 1 or args.warmup_pages < 1:
+        ap.error("--pages, --repeats and --warmup-pages must be at least 1")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        pdf = make_pdf(tmp / "bench.pdf", args.pages)
-        engine_s, n = engine_only(pdf, settings(pdf, None, args))
-        pipe_s, converted = pipeline(settings(pdf, tmp / "out", args))
-        result = {"pages": n, "converted": converted, "batch_size": args.batch_size,
-                  "torch_threads": torch.get_num_threads(),
-                  "pipeline_seconds": round(pipe_s, 2), "engine_only_seconds": round(engine_s, 2),
-                  "pipeline_pages_per_s": round(converted / pipe_s, 3),
-                  "engine_only_pages_per_s": round(n / engine_s, 3),
-                  "ratio": round((converted / pipe_s) / (n / engine_s), 3)}
+        result = measure(args, tmp)
         if args.measure_rss:
             result["rss_10_pages"] = peak_rss_mb(make_pdf(tmp / "p10.pdf", 10), tmp / "r10")
             result["rss_500_pages"] = peak_rss_mb(make_pdf(tmp / "p500.pdf", 500), tmp / "r500")
@@ -138,6 +247,8 @@ def main() -> int:
             result["rss_ratio_500_vs_10_with_renderer"] = round(
                 total["rss_500_pages"] / total["rss_10_pages"], 3)
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    if not result["same_text"]:
+        print("bench_pipeline: the two sides' page texts differ", file=sys.stderr)
     return 0
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import orjson
 from PIL import Image, ImageDraw
 
-from ocrcli.convert import ConvertSettings
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import PageImage, RenderSettings, ink_share, render_page
+from ocrcli.settings import ConvertSettings
 from ocrcli.training.synth import make_page
 from ocrcli.training.text import TextSources
 

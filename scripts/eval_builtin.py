@@ -24,11 +24,11 @@ from pathlib import Path
 import orjson
 from rapidfuzz.distance import Levenshtein
 
-from ocrcli.convert import ConvertSettings
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import PageImage, RenderSettings, render_page
+from ocrcli.settings import ConvertSettings
 from ocrcli.training.synth import available_fonts, make_page
 from ocrcli.training.text import TextSources, missing_word_list
 

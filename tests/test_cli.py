@@ -10,7 +10,7 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from tests.conftest import SAMPLES, run_cli, shared_data
+from tests.conftest import SAMPLES, real_data, run_cli
 from tests.pdf_fixtures import encrypted_pdf
 
 
@@ -160,7 +160,7 @@ def test_tiff_with_several_frames(tmp_path):
 
 @pytest.mark.slow
 def test_every_olmocr_sample_pdf_yields_output_or_failure(tmp_path):
-    pdfs = shared_data("olmocr-bench-sample/pdfs")
+    pdfs = real_data("olmocr-bench-sample/pdfs")
     out = tmp_path / "out"
     r = run_cli("convert", str(pdfs), "-o", str(out), "--summary", "-", "--max-new-tokens", "24",
         "--accept", "truncated,degenerate",
@@ -177,6 +177,8 @@ def test_every_olmocr_sample_pdf_yields_output_or_failure(tmp_path):
     assert summary["pages"]["converted"] + summary["pages"]["failed"] == total
 
 
+# The fast set keeps test_output.py's test_format_json_pages_resume_and_markdown_comes_back_from_the_json.
+@pytest.mark.slow
 def test_format_json_reruns_skip_done_pages_and_md_comes_back_without_decoding(tmp_path):
     out = tmp_path / "out"
     args = ("convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--summary", "-",
@@ -205,6 +207,7 @@ def test_format_json_rerun_writes_no_markdown(tmp_path):
     assert not list(out.rglob("page-*.md"))
 
 
+@pytest.mark.slow  # the fast set keeps test_inputs.py's test_same_stem_files_keep_apart_by_extension
 def test_same_stem_files_get_their_own_outputs(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()

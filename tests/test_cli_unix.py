@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from ocrcli.inputs import document_names, in_shard
+from ocrcli.pipe import means_stdout
 from tests.conftest import SAMPLES, run_cli
 
 # Small and fast: the content does not matter here, so pages may come out `truncated`.
-FAST = ("--max-new-tokens", "6", "--accept", "truncated,degenerate", "--render-workers", "0")
+FAST = ("--max-new-tokens", "6", "--accept", "truncated,degenerate", "--render-workers", "0",
+        "--dpi", "72")
 
 
 def _one_error_line(r) -> str:
@@ -68,23 +70,37 @@ def test_out_dash_refuses_several_documents_and_a_second_stdout(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_only_a_bare_dash_means_stdout_and_dot_slash_dash_is_a_folder(tmp_path):
+    """`-o ./-` (or `-o -/`) names a folder called `-`, as it would for any Unix tool: the
+    page files go there, and stdout has the usual progress lines, not the Markdown. (A path
+    forgets the spelling, `Path("./-") == Path("-")`: the option's text decides.)"""
+    assert means_stdout("-") and not any(means_stdout(s) for s in ("./-", "-/", "--", "a/-"))
+    r = run_cli("convert", str(SAMPLES / "memo.jpg"), "-o", "./-", *FAST, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "<!-- page 1 -->" not in r.stdout and "memo.jpg: 1 " in r.stdout
+    assert (tmp_path / "-" / "memo.jpg" / "page-0001.json").is_file()
+    assert (tmp_path / "-" / "memo.jpg.md").is_file() and (tmp_path / "-" / "summary.json").is_file()
+
+
 # -- 2. --files-from ---------------------------------------------------------------------------
 
 
 def test_files_from_a_file_and_stdin_keep_spaces_and_add_to_the_arguments(tmp_path):
-    src = _copy_samples(tmp_path / "in", {"my memo.jpg": "memo.jpg", " lead.png": "reading-order.png"})
+    src = _copy_samples(tmp_path / "in", {"my memo.jpg": "memo.jpg", " lead.jpg": "memo.jpg"})
     listing = tmp_path / "list.txt"
-    listing.write_text("my memo.jpg\n\n  \n lead.png\n")  # names relative to the current folder
+    listing.write_text("my memo.jpg\n\n  \n lead.jpg\n")  # names relative to the current folder
     out = tmp_path / "out"
     r = run_cli("convert", str(SAMPLES / "memo.jpg"), "--files-from", str(listing), "-o", str(out),
                 "--summary", "-", *FAST, cwd=src)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["documents"] == 3
-    assert {p.name for p in out.glob("*.md")} == {"memo.jpg.md", "my memo.jpg.md", " lead.png.md"}
-    r = run_cli("convert", "--files-from", "-", "-o", str(tmp_path / "out2"), "--summary", "-",
-                *FAST, cwd=src, stdin="my memo.jpg\n")
+    assert {p.name for p in out.glob("*.md")} == {"memo.jpg.md", "my memo.jpg.md", " lead.jpg.md"}
+    # `-`: stdin. `status` reads the inputs as `convert` does (the same code), without
+    # loading a model: the one document listed is found, under its name with the space.
+    r = run_cli("status", str(out), "--files-from", "-", "--json", cwd=src, stdin=" lead.jpg\n")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["documents"] == 1 and (tmp_path / "out2" / "my memo.jpg.md").exists()
+    report = json.loads(r.stdout)
+    assert report["documents"] == 1 and report["pages"]["done"] == 1 and report["complete"]
 
 
 def test_files_from_a_missing_file_is_a_usage_error(tmp_path):
@@ -231,3 +247,11 @@ def test_status_warns_only_when_the_manifests_may_miss_documents(tmp_path):
     (out / "summary.json").unlink()  # a run still going, or killed
     r = run_cli("status", str(out))
     assert "no worker started" in r.stderr and "no run summary" in r.stderr
+
+
+def test_status_has_no_page_timeout(tmp_path):
+    """`status` counts what is on disk; a time limit per page changes nothing it can see (it
+    is not part of the settings fingerprint), so it is not an option of `status`."""
+    r = run_cli("status", str(tmp_path), "--page-timeout", "30")
+    assert r.returncode == 2
+    assert "No such option: --page-timeout" in _one_error_line(r)

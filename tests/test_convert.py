@@ -6,9 +6,10 @@ import shutil
 import subprocess
 import sys
 
-from ocrcli.convert import ConvertSettings, fingerprint, loaded_fingerprint
+from ocrcli.fingerprint import fingerprint, loaded_fingerprint
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint, quick_identity
 from ocrcli.models.registry import load_model
+from ocrcli.settings import ConvertSettings
 from tests.conftest import REPO, SAMPLES, run_cli
 
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ocrcli.convert import ConvertSettings
 from ocrcli.errors import UsageError
 from ocrcli.faults import NO_FAULTS, Faults
+from ocrcli.settings import ConvertSettings
 from tests.conftest import SAMPLES, run_cli
 
 INHERITED = {"OCRCLI_FAULT_UNREADABLE": ".pdf", "OCRCLI_FAULT_RENDER_HANG": "1",

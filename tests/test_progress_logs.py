@@ -17,8 +17,10 @@ from pathlib import Path
 import pikepdf
 import pytest
 
+from ocrcli.engine.scheduler import OOM_MESSAGE
 from ocrcli.progress import DocumentPlan, PageEvent, Reporter, summary_rows
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import REPO, SAMPLES, run_cli
+from tests.test_errors import BUG_IN_CONVERT, _with_a_bug
 
 # ISO-8601 local time with its offset, to the second, then one space.
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d) ")
@@ -138,6 +140,34 @@ def test_json_events_parse_and_the_summary_is_last():
     assert events[-1]["pages_per_s"] == 1.27 and events[-1]["pages"]["truncated"] == 1
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_page_that_is_not_ok_is_told_once_even_when_quiet(quiet):
+    """In json, one page event with its status and reason (no error event beside it);
+    otherwise one problem line. `--quiet` keeps it: problems are always shown."""
+    clock = FakeClock()
+    rep = Reporter("json", quiet=quiet, clock=clock, timer=False, out=io.StringIO(),
+                   err=(err := io.StringIO()))
+    rep.start(1, 3, [DocumentPlan("a.pdf", 3)])
+    rep.page(5, 1, _event("a.pdf", 1))
+    rep.page(0, 0, _event("a.pdf", 2, "failed"))
+    rep.page(0, 0, _event("a.pdf", 3, "timeout"))
+    events = [json.loads(line) for line in err.getvalue().splitlines()]
+    pages = [e for e in events if e["event"] == "page"]
+    assert [(e["page"], e["status"], e["reason"]) for e in pages] == \
+        [(1, "ok", None)] * (not quiet) + [(2, "failed", "failed: why"), (3, "timeout", "timeout: why")]
+    assert not any(e["event"] == "error" for e in events)
+
+    plain = Reporter("plain", quiet=quiet, clock=clock, timer=False, out=io.StringIO(),
+                     err=(err := io.StringIO()))
+    plain.start(1, 3, [DocumentPlan("a.pdf", 3)])
+    plain.page(5, 1, _event("a.pdf", 1))
+    plain.page(0, 0, _event("a.pdf", 2, "failed"))
+    plain.page(3, 1, _event("a.pdf", 3, "truncated"))
+    lines = [STAMP.sub("", line) for line in err.getvalue().splitlines()]
+    assert lines == ["ocrcli: a.pdf page 2: failed: why",
+                     "ocrcli: a.pdf page 3: truncated: truncated: why"]
+
+
 def test_end_table_has_every_status_and_failed_documents():
     rows = dict(summary_rows(_summary(converted=45, ok=3, truncated=2, degenerate=40, failed=5,
                                       timeout=1)))
@@ -169,14 +199,24 @@ def test_rich_bars_stay_put_after_an_interrupt_and_show_the_summary_rate():
 
 
 def test_heartbeat_thread_writes_on_a_real_clock():
+    """The timer thread writes heartbeats while nothing else happens, and stops with the run
+    (waited for, not timed: a loaded CPU may wake the thread late)."""
     out = io.StringIO()
-    rep = Reporter("plain", heartbeat_s=0.2, out=out, err=io.StringIO())
+    rep = Reporter("plain", heartbeat_s=0.05, out=out, err=io.StringIO())
+
+    def beats() -> int:
+        return sum("page 0/5 of a.pdf" in line for line in out.getvalue().splitlines())
+
     rep.start(1, 5, [DocumentPlan("a.pdf", 5)])
-    time.sleep(0.7)
+    give_up = time.monotonic() + 60
+    while beats() < 2 and time.monotonic() < give_up:
+        time.sleep(0.01)
     rep.finish(_summary())
-    beats = [line for line in out.getvalue().splitlines() if "page 0/5 of a.pdf" in line]
-    assert 2 <= len(beats) <= 4
+    assert beats() >= 2
     assert not any(t.name == "ocrcli-heartbeat" for t in threading.enumerate())
+    after = beats()
+    time.sleep(0.2)
+    assert beats() == after  # stopped: no heartbeat after the summary
 
 
 # -- the real command -----------------------------------------------------------------------
@@ -200,6 +240,11 @@ def _run_timed(args: list[str], env: dict[str, str]) -> tuple[int, list[tuple[fl
     return proc.wait(timeout=600), lines
 
 
+# Slow by design (decode steps that sleep for seconds), and it times the gaps between lines,
+# which a loaded CPU stretches: the fast set
+# keeps the same behaviour on a fake clock (test_timer_heartbeat_covers_one_slow_page,
+# test_plain_heartbeat_when_a_page_ends_after_the_interval) and the timer thread on a real one.
+@pytest.mark.slow
 def test_plain_lines_are_timestamped_and_slow_pages_leave_no_gap(tmp_path):
     """Every decode step sleeps 0.6 s (a slow device) and all requests of both pages decode
     together, so no page ends for about 5 s: only the timer's heartbeat can fill that."""
@@ -246,3 +291,63 @@ def test_json_lines_all_parse_with_page_events_and_the_summary_last(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert {k: v for k, v in events[-1].items() if k not in ("event", "time")} == summary
     assert [e for e in events if e["event"] == "document"][0]["complete"] is True
+
+
+def test_a_failed_page_is_one_page_event_with_its_reason(tmp_path):
+    """Every decode pass runs out of memory (a device that fits no row): the page fails, and
+    the log says so once, in its page event."""
+    out = tmp_path / "out"
+    r = run_cli("convert", str(SAMPLES / "memo.jpg"), "-o", str(out), "--log", "json", *FAST,
+                env={"OCRCLI_ENABLE_FAULTS": "1", "OCRCLI_FAULT_OOM_ROWS_OVER": "0"}, timeout=600)
+    assert r.returncode == 1, r.stderr
+    events = [json.loads(line) for line in r.stderr.splitlines()]
+    told = [e for e in events if e["event"] not in ("summary", "document")
+            and OOM_MESSAGE in json.dumps(e)]
+    assert len(told) == 1, r.stderr
+    assert (told[0]["event"], told[0]["page"], told[0]["status"], told[0]["reason"]) == \
+        ("page", 1, "failed", OOM_MESSAGE)
+    assert not any(e["event"] == "error" for e in events), r.stderr
+    assert events[-1]["event"] == "summary" and events[-1]["failures"][0]["error"] == OOM_MESSAGE
+
+
+JSON = ("--log", "json")
+JSON_ERRORS = {
+    "unknown option": (["convert", "--bogus", *JSON], 2, "No such option: --bogus"),
+    "missing option": (["convert", "--log=json"], 2, "Missing option '-o' / '--out'"),
+    "bad value": (["convert", "x.pdf", "-o", "out", "--dpi", "5", *JSON], 2,
+                  "Invalid value for '--dpi'"),
+    "no inputs": (["convert", "-o", "out", *JSON], 2, "no inputs"),
+    "unwritable output": (["convert", str(SAMPLES / "memo.jpg"), "-o", "blocker/out", *JSON], 4,
+                          "output folder blocker/out is not writable"),
+}
+
+
+@pytest.mark.parametrize("args, code, expected", JSON_ERRORS.values(), ids=JSON_ERRORS.keys())
+def test_an_error_that_ends_the_run_is_one_json_event(tmp_path, args, code, expected):
+    """Usage errors (found while the command line is parsed, `--log json` or `--log=json`)
+    and fatal errors alike."""
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == code, r.stderr
+    assert r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    event = json.loads(line)
+    assert event["event"] == "error" and event["exit_code"] == code, line
+    assert event["message"].startswith(expected), line
+    assert STAMP.match(event["time"] + " ")
+
+
+def test_a_bug_is_one_json_event_with_its_traceback_under_debug(tmp_path):
+    env = _with_a_bug(tmp_path, BUG_IN_CONVERT)
+    args = ["convert", str(SAMPLES / "memo.jpg"), "-o", str(tmp_path / "out"), "--log", "json", *FAST]
+    for debug in ([], ["--debug"]):
+        r = run_cli(*args, *debug, env=env)
+        assert r.returncode == 15, r.stderr
+        (line,) = [e for e in r.stderr.splitlines() if '"event":"error"' in e]
+        assert all(json.loads(e) for e in r.stderr.splitlines())  # every line is an event
+        event = json.loads(line)
+        assert event["exit_code"] == 15
+        assert event["message"].startswith("internal error: ZeroDivisionError: injected bug")
+        assert ("traceback" in event) == bool(debug)
+        if debug:
+            assert 'raise ZeroDivisionError("injected bug")' in event["traceback"]

@@ -41,7 +41,7 @@ from ocrcli.testing.harness import (
     start_cli,
 )
 from ocrcli.testing.model_folders import corrupt_weights, looping_model, pickle_only, remote_code
-from tests.conftest import SAMPLES, shared_data
+from tests.conftest import SAMPLES, real_data
 from tests.engine.conftest import random_model, random_requests
 
 
@@ -464,7 +464,7 @@ def test_thousands_of_pages_with_flat_memory(tmp_path):
 
 @pytest.mark.slow
 def test_gnarly_pdfs_convert_or_fail_per_page(tmp_path):
-    folder = shared_data("gnarly-pdfs")
+    folder = real_data("gnarly-pdfs")
     items = [hi.Hostile(p, "gnarly", hi.EITHER) for p in sorted(folder.glob("*.pdf"))]
     verdict = Verdict()
     judged_convert(tmp_path, [str(folder)], {0, 1}, verdict, items,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ocrcli.evaluation.checks import quality_flags
+from ocrcli.quality import quality_flags
 from ocrcli.render import ink_share
 from ocrcli.verdict import PageEvidence, doubt, readable_score, request_reason
 from tests.conftest import run_cli

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ocrcli.convert import worker_share
 from ocrcli.inputs import Document
+from ocrcli.plan import worker_share
 from tests.conftest import SAMPLES, run_cli
 
 

@@ -4,19 +4,20 @@
 external engine gets its pages in batches instead, so here a batch is turned into requests by
 the model's adapter, in page order, decoded in one continuous batch, and assembled into the
 same records `convert` writes (same fields, same statuses, same failure reasons).
-The page steps themselves (`PageAssembly`, `failed_record`) are `ocrcli/pages.py`, shared with
+The page steps themselves (`start_page`, `PageAssembly`) are `ocrcli/pages.py`, shared with
 `convert`.
 """
 
 from __future__ import annotations
 
-from ocrcli.convert import ConvertSettings, loaded_fingerprint, make_engine, max_new_tokens
 from ocrcli.engine.scheduler import list_source
-from ocrcli.errors import one_line
-from ocrcli.models.base import DecodeRequest, LoadedModel
+from ocrcli.fingerprint import loaded_fingerprint
+from ocrcli.model_setup import make_engine, max_new_tokens
+from ocrcli.models.base import LoadedModel
 from ocrcli.output import PageRecord
-from ocrcli.pages import PageAssembly, failed_record
+from ocrcli.pages import PageAssembly, start_page
 from ocrcli.render import PageImage
+from ocrcli.settings import ConvertSettings
 
 
 class PageDecoder:
@@ -33,27 +34,14 @@ class PageDecoder:
         loaded, fp = self.loaded, self.fingerprint
         records: list[PageRecord | None] = [None] * len(images)
         decoding: dict[int, PageAssembly] = {}
-        queue: list[DecodeRequest] = []
         for i, image in enumerate(images):
-            if image.error:
-                status = "timeout" if image.timed_out else "failed"
-                records[i] = failed_record(image, status, image.error, loaded.model_id, fp)
-                continue
-            try:
-                requests = loaded.adapter.page_requests(image.image, self.max_new)
-            except Exception as exc:  # a page the model cannot read must not stop the batch
-                records[i] = failed_record(image, "failed", one_line(f"cannot prepare page: {exc}"),
-                                           loaded.model_id, fp)
-                continue
-            for j, r in enumerate(requests):
-                r.key = (i, j)
-            page = PageAssembly.start(image, requests)
-            if requests:
+            page = start_page(image, i, loaded, self.max_new, fp)
+            if isinstance(page, PageRecord):
+                records[i] = page
+            else:
                 decoding[i] = page
-                queue.extend(requests)
-            else:  # a blank page
-                records[i] = page.record(loaded, fp)
-        for result in self.engine.run(list_source(queue)):
+        requests = [r for page in decoding.values() for r in page.requests]
+        for result in self.engine.run(list_source(requests)):
             i, j = result.key
             page = decoding[i]
             page.add(j, loaded.tokenizer.decode(result.tokens) if result.tokens else "",

@@ -16,7 +16,6 @@ Ray is an optional extra (`pip install ocrcli[ray]`); only this module imports i
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -27,17 +26,18 @@ import ray
 import ray.data
 from PIL import Image
 
-from ocrcli.convert import ConvertSettings, page_counts, run_summary, summary_name
-from ocrcli.distributed.ledger import DocumentWork, PageOutcome, RunLedger
 from ocrcli.distributed.page_decoder import PageDecoder
-from ocrcli.errors import ExitCode, OcrCliError, UsageError
-from ocrcli.inputs import PageRef, collect, document_names, empty_shard_notice
-from ocrcli.models.base import LoadedModel
-from ocrcli.models.registry import load_model, resolve_device
-from ocrcli.output import OutputTree, PageRecord, check_writable
-from ocrcli.pages import CONVERTED
+from ocrcli.errors import ExitCode, OcrCliError
+from ocrcli.inputs import PageRef
+from ocrcli.ledger import DocumentWork, PageOutcome, RunLedger
+from ocrcli.model_setup import load_for_run
+from ocrcli.output import OutputTree, PageRecord
+from ocrcli.pages import write_record
+from ocrcli.plan import plan_run
 from ocrcli.progress import Reporter
 from ocrcli.render import PageImage, RenderSettings, render_page
+from ocrcli.settings import ConvertSettings
+from ocrcli.summary import summary_name
 
 # Columns hold no None: Ray Data turns an all-null column into floats (NaN), so a page without
 # an error has "" and a page without pixels has an empty image.
@@ -92,16 +92,11 @@ def worker_device(device: str, gpus_per_actor: float) -> str:
     return "cuda" if gpus_per_actor > 0 else "cpu"
 
 
-def _load(settings: ConvertSettings, device: str) -> LoadedModel:
-    """The model as `convert` loads it: with its image mode and prompt."""
-    return load_model(settings.model, resolve_device(device), settings.mode, settings.prompt)
-
-
 class PageOcrWorker:
     """`map_batches` actor: loads the model once, then decodes batches of page rows."""
 
     def __init__(self, settings: ConvertSettings, device: str, expected_fingerprint: str):
-        self.decoder = PageDecoder(_load(settings, device), settings)
+        self.decoder = PageDecoder(load_for_run(settings, device), settings)
         if self.decoder.fingerprint != expected_fingerprint:  # e.g. other weights on this node
             raise RuntimeError(f"this worker's model fingerprint {self.decoder.fingerprint} differs "
                                f"from the run's {expected_fingerprint}: is every node's model the same?")
@@ -120,8 +115,7 @@ def write_pages(batch: dict, out: str, formats: frozenset[str]) -> dict:
                                                  "verify_steps")}
     for doc_index, rel, raw in zip(batch["doc_index"], batch["rel"], batch["record"]):
         record = PageRecord(**orjson.loads(raw))
-        # As `convert`: a page not converted has its JSON (the reason) and no Markdown.
-        tree.write_page(str(rel), record, set(formats) if record.status in CONVERTED else set())
+        write_record(tree, str(rel), record, formats)
         for key, value in (("doc_index", int(doc_index)), ("page", record.page),
                            ("status", record.status), ("error", record.error or ""),
                            ("tokens", record.tokens), ("verify_steps", record.verify_steps)):
@@ -132,7 +126,7 @@ def write_pages(batch: dict, out: str, formats: frozenset[str]) -> dict:
 @ray.remote
 def model_fingerprint(settings: ConvertSettings, device: str) -> tuple[str, str]:
     """Where the workers will run: the run's fingerprint and model id (one model load)."""
-    decoder = PageDecoder(_load(settings, device), settings)
+    decoder = PageDecoder(load_for_run(settings, device), settings)
     return decoder.fingerprint, decoder.loaded.model_id
 
 
@@ -164,12 +158,10 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
                     reporter: Reporter) -> tuple[ExitCode, dict]:
     """`convert` on Ray: same inputs, outputs, resume, summary and exit codes."""
     s = replace(settings, out=settings.out.absolute())  # workers may start in other folders
-    check_writable(s.out)
-    docs, notices = collect(s.inputs, s.pages, s.shard, s.password)
-    for n in notices:
-        reporter.notice(n)
-    if not docs:
-        return _empty_shard(s, reporter)
+    plan = plan_run(s, reporter)
+    if plan.empty_shard:  # no model is loaded for no pages
+        return _finish(s, RunLedger(OutputTree(s.out), [], None, s.model, reporter, s.accept),
+                       0.0, False)
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(address=options.address, include_dashboard=False,
@@ -184,7 +176,7 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
             if isinstance(exc.cause, OcrCliError):
                 raise exc.cause from None
             raise
-        ledger = RunLedger(OutputTree(s.out), docs, fp, model_id, reporter, s.accept)
+        ledger = RunLedger(OutputTree(s.out), plan.documents, fp, model_id, reporter, s.accept)
         work = ledger.plan(s.resume, s.formats, s.retry)
         t0 = time.perf_counter()
         interrupted = False
@@ -200,26 +192,17 @@ def run_ray_convert(settings: ConvertSettings, options: RayOptions,
         except KeyboardInterrupt:  # finished pages are on disk; a rerun resumes after them
             interrupted = True
         ledger.finish_remaining()
-        summary = ledger.summary(time.perf_counter() - t0, interrupted)
-        if (closing := ledger.closing_problem(interrupted)) is not None:
-            reporter.problem(closing)
-        ledger.tree.write_json(s.out / summary_name(s.shard), summary)
-        reporter.finish(summary)
-        return ledger.exit_code(interrupted), summary
+        return _finish(s, ledger, time.perf_counter() - t0, interrupted)
     finally:
         if started_ray:
             ray.shutdown()
 
 
-def _empty_shard(s: ConvertSettings, reporter: Reporter) -> tuple[ExitCode, dict]:
-    """A shard that the hash gave no documents exits 0 with a zero-page summary, as `convert`
-    does; inputs with no documents at all are a usage error."""
-    total = len(document_names(s.inputs)) if s.shard is not None else 0
-    if not total:
-        raise UsageError("no PDF or image documents found in the inputs")
-    reporter.notice(empty_shard_notice(s.shard, total))
-    summary = run_summary(s.model, None, [], page_counts(Counter(), 0), [], False, 0.0, 0, 0) | {
-        "exit_code": int(ExitCode.ok)}
-    OutputTree(s.out).write_json(s.out / summary_name(s.shard), summary)
-    reporter.finish(summary)
-    return ExitCode.ok, summary
+def _finish(s: ConvertSettings, ledger: RunLedger, elapsed: float,
+            interrupted: bool) -> tuple[ExitCode, dict]:
+    summary = ledger.summary(elapsed, interrupted)
+    if (closing := ledger.closing_problem(interrupted)) is not None:
+        ledger.report.problem(closing)
+    ledger.tree.write_json(s.out / summary_name(s.shard), summary)
+    ledger.report.finish(summary)
+    return ledger.exit_code(interrupted), summary

@@ -6,6 +6,10 @@ mismatch is replaced by that argmax (or, when every draft matched, the argmax af
 draft is the bonus token). Rollback is by length: the step advances each row's length by
 accepted + 1, and stale cache entries are masked and overwritten later.
 
+Drafts come from the MTP head (`draft.draft_tokens`) and, per row, from the page's text layer
+(`text_draft.TextDrafts`, looked up on the host); a step where every row has a text run
+skips the head. Either way they are verified alike.
+
 Performance contract: the step's state lives on the model's device (`DecodeState`), every
 tensor it makes is made there, and the host reads the device once per step (`StepOutput`'s
 one packed read of the committed tokens). Only the confidence gate's early exit on an exact
@@ -27,6 +31,7 @@ import torch
 from ocrcli.engine.draft import draft_tokens
 from ocrcli.engine.guard import ban_repeats
 from ocrcli.engine.policy import DraftPolicy
+from ocrcli.engine.text_draft import TextDrafts
 from ocrcli.models.base import GuardConfig
 
 LOGPROB_SCALE = 1_000_000  # micro-nats: log-probabilities packed as integers
@@ -60,6 +65,7 @@ class StepOutput:
     logprobs: list[list[float]]  # per row: log-probability of each committed token
     draft_s: float
     verify_s: float
+    text_rows: list[bool] | None = None  # per row: its drafts came from the text layer
 
 
 @torch.no_grad()
@@ -73,15 +79,18 @@ def decode_step(
     guard_allowed: torch.Tensor | None,  # [V+1] bool, the guard's whitelist (guard.whitelist_mask)
     proposer=None,
     early_exit: bool = False,
+    text: TextDrafts | None = None,  # this step's runs from the text layer (engine/text_draft.py)
 ) -> StepOutput:
     t0 = time.perf_counter()
     last_token, last_hidden, lengths = state.last_token[rows], state.last_hidden[rows], state.lengths[rows]
-    if policy.max_depth > 0:
+    if policy.max_depth > 0 and (text is None or not text.every_row):
         drafts, depth = draft_tokens(model, rows, last_hidden, last_token, lengths, policy, proposer,
                                      span, early_exit)
     else:
         drafts = last_token.new_zeros(last_token.shape[0], 0)
         depth = torch.zeros_like(last_token)
+    if text is not None:
+        drafts, depth = text.merge(drafts, depth)
     t1 = time.perf_counter()
     k = drafts.shape[1]
     steps = torch.arange(k + 1, device=last_token.device)  # [T]
@@ -112,7 +121,7 @@ def decode_step(
     committed = [row[3:3 + row[0]] + [row[2]] for row in values]
     logprobs = [[v / LOGPROB_SCALE for v in row[3 + k:4 + k + row[0]]] for row in values]
     return StepOutput(committed, [row[0] for row in values], [row[1] for row in values], logprobs,
-                      t1 - t0, t2 - t1)
+                      t1 - t0, t2 - t1, None if text is None else text.rows)
 
 
 def _advance(state: DecodeState, rows: Rows, drafts, accepted, next_token, next_hidden,

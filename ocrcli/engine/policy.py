@@ -8,11 +8,14 @@ so the CLI can read the defaults without loading it).
   probabilities is under `min_path_prob`. `max_depth` bounds it.
 
 Gating never changes output, only how many drafts are verified.
+
+Drafts may also come from the page's PDF text layer (`Drafter`, `TextDraftPolicy`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 
 @dataclass(frozen=True)
@@ -38,3 +41,36 @@ def default_policy(head_depth: int, batch_size: int, min_prob: float = GATED_DEF
     for devices where a wide verify costs more."""
     del batch_size
     return DraftPolicy(head_depth, min_prob, min_path_prob)
+
+
+class Drafter(str, Enum):
+    """Where drafts come from (`--drafter`). Every choice gives the same output (greedy's)."""
+
+    AUTO = "auto"  # per row and step: the text layer's run where it matches well, else the head
+    HEAD = "head"  # the model's MTP head under a DraftPolicy
+    TEXT_LAYER = "text-layer"  # the page's text layer alone (engine/text_draft.py)
+    NONE = "none"  # no drafts: plain greedy decoding
+
+
+@dataclass(frozen=True)
+class TextDraftPolicy:
+    """Prompt lookup in a request's text layer (engine/text_draft.py): how far a row's
+    generated suffix is matched, and how deep a match lets it draft.
+
+    A match of n tokens drafts `depth_per_match * n` tokens, up to `max_depth`: a long match
+    says the model is reading the layer's text, a single token says little. Each run whose
+    first draft was rejected halves the row's next one. Under `auto`, a row drafts from the
+    text only where its match holds `auto_min_match` tokens or more (one more per such miss),
+    and from the head otherwise (with no head, any match is used).
+
+    Defaults measured with scripts/bench_decode.py --drafters on born-digital PDFs and on
+    scans: on the CPU the head's drafting costs about two verify steps at batch 1, so auto
+    leaves rows to the head only where the text stops matching."""
+
+    max_depth: int = 32
+    max_ngram: int = 8
+    depth_per_match: int = 8
+    auto_min_match: int = 2
+
+
+TEXT_DEFAULT = TextDraftPolicy()

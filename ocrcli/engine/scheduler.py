@@ -24,7 +24,8 @@ import torch
 from ocrcli.engine.capture import CapturedSteps, CaptureSettings, capture_failures
 from ocrcli.engine.decode import DecodeState, Rows, StepOutput, decode_step
 from ocrcli.engine.guard import is_looping, whitelist_mask
-from ocrcli.engine.policy import DraftPolicy
+from ocrcli.engine.policy import TEXT_DEFAULT, Drafter, DraftPolicy, TextDraftPolicy
+from ocrcli.engine.text_draft import TextDrafts, text_proposer, upload_runs
 from ocrcli.errors import one_line
 from ocrcli.faults import NO_FAULTS, Faults
 from ocrcli.models.base import DecodeRequest, DecoderModel, GuardConfig, ModelSpec
@@ -43,6 +44,9 @@ class RequestStats:
     verify_steps: int = 0
     accepted_hist: Counter = field(default_factory=Counter)  # accepted drafts per step -> count
     drafted: int = 0
+    # per drafter ("head", "text-layer"): drafts verified, and drafts accepted
+    drafted_by: Counter = field(default_factory=Counter)
+    accepted_by: Counter = field(default_factory=Counter)
     logprob_sum: float = 0.0  # log-probabilities of the decoded tokens (the prefill's first has none)
     logprob_tokens: int = 0
     prefill_s: float = 0.0
@@ -97,13 +101,22 @@ class Engine:
     def __init__(self, model: DecoderModel, batch_size: int, max_new_tokens: int,
                  policy: DraftPolicy, guard: GuardConfig | None = None, max_prompt: int | None = None,
                  proposer=None, exact: bool | None = None, span_bucket: int = SPAN_BUCKET,
-                 capture: CaptureSettings | None = None, faults: Faults = NO_FAULTS):
+                 capture: CaptureSettings | None = None, faults: Faults = NO_FAULTS,
+                 drafter: Drafter | str = Drafter.HEAD, text_policy: TextDraftPolicy = TEXT_DEFAULT):
         self.model = model
         self.faults = faults  # injected out-of-memory and slow steps (tests only)
         self.spec: ModelSpec = model.spec
         self.batch_size = batch_size
+        self.drafter = Drafter(drafter)
+        if self.drafter in (Drafter.NONE, Drafter.TEXT_LAYER):  # the head stays idle
+            policy = DraftPolicy(0)
         self.policy = DraftPolicy(min(policy.max_depth, self.spec.max_draft_depth), policy.min_prob,
                                   policy.min_path_prob) if proposer is None else policy
+        # Drafts from the requests' text layers (None: this engine drafts from no text).
+        self.text = text_proposer(self.drafter, text_policy, batch_size, self.spec.eos_id,
+                                  self.spec.vocab_size, has_head=self.policy.max_depth > 0)
+        # The most drafts one step may verify: the cache and the guard's history hold them.
+        self.max_depth = max(self.policy.max_depth, text_policy.max_depth if self.text else 0)
         self.guard = guard or GuardConfig()
         self.proposer = proposer
         self.exact = self.spec.device.type == "cpu" if exact is None else exact
@@ -112,13 +125,13 @@ class Engine:
         model.choose_kernels(self.exact)
         self.span_bucket = span_bucket
         prompt_bound = self.spec.prompt_bound if max_prompt is None else max_prompt
-        self.max_len = cache_positions(self.spec, prompt_bound, max_new_tokens, self.policy.max_depth)
+        self.max_len = cache_positions(self.spec, prompt_bound, max_new_tokens, self.max_depth)
         model.setup_cache(batch_size, self.max_len)
         # The step functions, compiled whole where asked (a fast engine's, on a GPU by default).
         self.stepper = model if capture is None else CapturedSteps(model, capture)
         self.capture_error: str | None = None  # why capture was given up, if it was
         self.guard_allowed = whitelist_mask(self.guard, self.spec.vocab_size, self.spec.device)
-        history = max_new_tokens + 2 * self.policy.max_depth + 4 if self.guard.ngram > 0 else 0
+        history = max_new_tokens + 2 * self.max_depth + 4 if self.guard.ngram > 0 else 0
         self.state = DecodeState.empty(batch_size, self.spec.hidden_size, history, self.spec.device,
                                        self.spec.dtype)
         self.host_lengths = [0] * batch_size  # state.lengths as the host knows it
@@ -129,7 +142,8 @@ class Engine:
 
     def budget(self, request: DecodeRequest) -> int:
         """Tokens the request may generate: its cap, or fewer where the cache ends first (a
-        step writes K+1 positions past the row's length)."""
+        step writes K+1 positions past the row's length). Only the head's depth counts: text
+        runs are cut to the room a step has (`_text_drafts`), so they never shorten a request."""
         return min(request.max_new_tokens, self.max_len - len(request.prompt_ids) - self.policy.max_depth)
 
     def _commit(self, slot: _Slot, tokens: list[int], eos: int,
@@ -200,6 +214,10 @@ class Engine:
                 st.verify_steps += 1
                 st.accepted_hist[out.accepted[i]] += 1
                 st.drafted += out.drafted[i]
+                if out.drafted[i]:
+                    by = "text-layer" if out.text_rows and out.text_rows[i] else "head"
+                    st.drafted_by[by] += out.drafted[i]
+                    st.accepted_by[by] += out.accepted[i]
                 st.draft_s += out.draft_s * share
                 st.verify_s += out.verify_s * share
                 self._commit(active[s], out.committed[i], self.spec.eos_id, out.logprobs[i])
@@ -210,15 +228,16 @@ class Engine:
             return slice(part[0], part[0] + len(part))
         return torch.tensor(part, device=self.spec.device)
 
-    def _span(self, part: list[int], active: dict[int, _Slot]) -> int | None:
+    def _span(self, part: list[int], active: dict[int, _Slot], depth: int | None = None) -> int | None:
         """Cache positions this step's attention reads: all of them on an exact engine; on a
         fast one, the smallest of span_bucket * 2^i that holds the step's last position (few
         shapes, so a captured step compiles a few times; free slots are kept inside the first
-        bucket by `_rewind_free`)."""
+        bucket by `_rewind_free`). `depth`: the step's drafts, when text runs go deeper than
+        the head."""
         if self.exact:
             return None
         need = max([self.host_lengths[s] for s in part if s in active], default=0)
-        need += self.policy.max_depth + 1
+        need += (self.policy.max_depth if depth is None else depth) + 1
         span = self.span_bucket
         while span < need:
             span *= 2
@@ -239,64 +258,80 @@ class Engine:
 
     def _passes(self, slot_ids: list[int], active: dict[int, _Slot]
                 ) -> Iterator[tuple[list[int], StepOutput | None]]:
-        """One decode step for `slot_ids`, in passes of at most `rows_per_pass` rows. A pass
-        that runs out of memory is run again on halves (None: not even one row fits)."""
-        todo = [slot_ids[i:i + self.rows_per_pass] for i in range(0, len(slot_ids), self.rows_per_pass)]
+        """One decode step for `slot_ids`, in passes that halve on out-of-memory (None: not
+        even one row fits)."""
+
+        def decode_pass(part: list[int]) -> StepOutput:
+            self.steps += 1
+            self.faults.check_oom(self.steps, len(part))
+            self.faults.delay_step()
+            return self._decode(part, active)
+
+        return self._halving_passes(slot_ids, decode_pass)
+
+    def _halving_passes(self, rows: list, run_pass: Callable[[list], object]
+                        ) -> Iterator[tuple[list, object | None]]:
+        """`run_pass` over `rows` in passes of at most `rows_per_pass` rows. A pass that runs
+        out of device memory is run again on halves, and `rows_per_pass` stays halved for the
+        passes after it; a lone row that does not fit yields None."""
+        todo = [rows[i:i + self.rows_per_pass] for i in range(0, len(rows), self.rows_per_pass)]
         while todo:
             part = todo.pop(0)
-            self.steps += 1
             try:
-                self.faults.check_oom(self.steps, len(part))
-                self.faults.delay_step()
-                out = self._decode(part, active)
+                out = run_pass(part)
             except torch.OutOfMemoryError:
                 _release_device_memory()
-                if len(part) == 1:
-                    yield part, None
+                if len(part) > 1:
+                    half = (len(part) + 1) // 2
+                    self.rows_per_pass = min(self.rows_per_pass, half)
+                    self.oom_retries += 1
+                    todo[:0] = [part[:half], part[half:]]
                     continue
-                half = (len(part) + 1) // 2
-                self.rows_per_pass = min(self.rows_per_pass, half)
-                self.oom_retries += 1
-                todo[:0] = [part[:half], part[half:]]
-                continue
+                out = None
             yield part, out
 
     def _decode(self, part: list[int], active: dict[int, _Slot]) -> StepOutput:
         """One decode_step; a step that cannot be compiled for capture runs eagerly from then
         on (tracing fails before the step changes anything), and `capture_error` says why."""
-        step = (self.state, self._rows(part), self._span(part, active), self.policy, self.guard,
-                self.guard_allowed, self.proposer)
+        text = self._text_drafts(part, active) if self.text is not None else None
+        depth = None if text is None else max(self.policy.max_depth, text.tokens.shape[1])
+        step = (self.state, self._rows(part), self._span(part, active, depth), self.policy,
+                self.guard, self.guard_allowed, self.proposer)
         try:
-            return decode_step(self.stepper, *step, early_exit=self.exact)
+            return decode_step(self.stepper, *step, early_exit=self.exact, text=text)
         except capture_failures() as exc:
             if self.stepper is self.model:
                 raise
             self.stepper, self.capture_error = self.model, one_line(exc)
-            return decode_step(self.model, *step, early_exit=self.exact)
+            return decode_step(self.model, *step, early_exit=self.exact, text=text)
+
+    def _text_drafts(self, part: list[int], active: dict[int, _Slot]) -> TextDrafts | None:
+        """This pass's runs from the text layer, from the tokens each row has committed (on
+        the host already). Every row of a pass writes as many positions as its deepest row,
+        so runs are cut to what the cache holds past the pass's longest row."""
+        room = self.max_len - 1 - max(self.host_lengths[s] for s in part)
+        generated = [active[s].tokens if s in active else None for s in part]
+        runs = self.text.propose(part, generated, room)
+        return upload_runs(runs, self.spec.device, bucket=not self.exact, room=room)
 
     def _prefill(self, ids: list[int], group: list[DecodeRequest], active) -> Iterator[tuple]:
         """Prefill in passes of at most `rows_per_pass` rows, halving on out-of-memory; a
         request that does not fit even alone ends as failed."""
-        todo = [(ids[i:i + self.rows_per_pass], group[i:i + self.rows_per_pass])
-                for i in range(0, len(ids), self.rows_per_pass)]
-        while todo:
-            part_ids, part = todo.pop(0)
+
+        def prefill_pass(pairs: list[tuple[int, DecodeRequest]]) -> tuple:
             t0 = time.perf_counter()
-            try:
-                self.faults.check_oom(None, len(part))
-                hidden, logits, plen = self.model.prefill(torch.tensor(part_ids), part)
-            except torch.OutOfMemoryError:
-                _release_device_memory()
-                if len(part) == 1:
-                    slot = _Slot(part[0], [], RequestStats(), 0, status="failed", error=OOM_MESSAGE)
-                    active[part_ids[0]] = slot
-                    continue
-                half = (len(part) + 1) // 2
-                self.rows_per_pass = min(self.rows_per_pass, half)
-                self.oom_retries += 1
-                todo[:0] = [(part_ids[:half], part[:half]), (part_ids[half:], part[half:])]
+            self.faults.check_oom(None, len(pairs))
+            hidden, logits, plen = self.model.prefill(torch.tensor([s for s, _ in pairs]),
+                                                      [r for _, r in pairs])
+            return hidden, logits, plen, (time.perf_counter() - t0) / len(pairs)
+
+        for pairs, out in self._halving_passes(list(zip(ids, group)), prefill_pass):
+            part_ids, part = [s for s, _ in pairs], [r for _, r in pairs]
+            if out is None:
+                active[part_ids[0]] = _Slot(part[0], [], RequestStats(), 0, status="failed",
+                                            error=OOM_MESSAGE)
                 continue
-            yield part_ids, part, hidden, logits, plen, (time.perf_counter() - t0) / len(part)
+            yield part_ids, part, *out
 
     def _admit(self, requests: list[DecodeRequest], free: list[int], active: dict[int, _Slot]) -> None:
         """Prefill new requests into free slots and commit each one's first token."""
@@ -319,6 +354,8 @@ class Engine:
                     self.host_lengths[s] = lengths[i]
                     if self.proposer is not None and hasattr(self.proposer, "bind"):
                         self.proposer.bind(s, r.key, lengths[i], self.batch_size, self.spec.device)
+                    if self.text is not None:
+                        self.text.bind(s, r.draft_text)
                     self._commit(slot, [firsts[i]], self.spec.eos_id)
 
     def _start_rows(self, ids: list[int], first: torch.Tensor, hidden: torch.Tensor,

@@ -1,4 +1,4 @@
-"""Evaluation: olmOCR-Bench scoring, document metrics and dense quality checks.
+"""Evaluation: olmOCR-Bench scoring and document metrics.
 
 Modules, each owning one thing:
 
@@ -11,12 +11,16 @@ Modules, each owning one thing:
 * :mod:`~ocrcli.evaluation.tables`: Markdown/HTML tables as grids;
 * :mod:`~ocrcli.evaluation.teds`: TEDS and TEDS-S;
 * :mod:`~ocrcli.evaluation.edit_distance`: OmniDocBench text and reading-order NED;
-* :mod:`~ocrcli.evaluation.checks`: dense verifiable checks (:func:`quality_flags`);
 * :mod:`~ocrcli.evaluation.repetition`, :mod:`~ocrcli.evaluation.bootstrap`,
   :mod:`~ocrcli.evaluation.html_tree`: helpers.
 
+and :mod:`~ocrcli.evaluation.run`, the `ocrcli eval` command. The dense per-page quality
+checks, which the converter runs on every page, are :mod:`ocrcli.quality`. Apart from
+:mod:`~ocrcli.evaluation.run`, these modules import nothing of ocrcli outside this package,
+so the runtime may build on them (the quality checks read HTML with ``html_tree``).
+
 Names below are imported on first use, so that e.g. importing
-``quality_flags`` does not load the bench scorer's dependencies.
+``teds`` does not load the bench scorer's dependencies.
 """
 
 from __future__ import annotations
@@ -31,8 +35,6 @@ _EXPORTS = {
     "BenchScore": "olmocr_bench",
     "ConversionJob": "olmocr_bench",
     "MissingOutputsError": "olmocr_bench",
-    "quality_flags": "checks",
-    "REWARD_FUNCTIONS": "checks",
     "teds": "teds",
     "text_edit_distance": "edit_distance",
     "page_text_edit_distance": "edit_distance",

@@ -360,6 +360,56 @@ def _judge(
     return ("pass" if score > 0.5 else "fail"), score, (reasons[0] if reasons else "")
 
 
+def _judge_rules(
+    bench: Bench, outputs: dict[tuple[str, int], list[Path]],
+    renderer: EquationRenderer | Literal["auto"] | None,
+) -> tuple[list[RuleResult], list[str], str]:
+    """Every rule's result, the errors met on the way, and the math renderer's label."""
+    results: list[RuleResult] = []
+    errors: list[str] = []
+    read: dict[Path, str | Exception] = {}
+    with _renderer_for(bench, renderer) as (active, renderer_label):
+        for rule in bench.rules:
+            files = outputs.get((_pdf_stem(rule.pdf), rule.page), [])
+            category = bench.category_of[rule.id]
+            if not files:
+                status: RuleStatus = "missing"
+                score, reason = 0.0, "no output file for this page"
+            else:
+                status, score, reason = _judge(rule, files, active, read, errors)
+            results.append(
+                RuleResult(
+                    rule.id, category, rule.type, rule.pdf, rule.page, status, score,
+                    len(files), reason,
+                )
+            )
+    return results, errors, renderer_label
+
+
+def _category_scores(
+    bench: Bench, results: list[RuleResult], outcomes: dict[str, list[float]], bootstrap: int,
+    rng: np.random.Generator,
+) -> list[CategoryScore]:
+    """Each category's pass count with its bootstrap interval, in the bench's order."""
+    categories = []
+    for name in bench.categories:
+        values = outcomes[name]
+        ci = bootstrap_mean_of_means([values], bootstrap, rng, CONFIDENCE_LEVEL)
+        categories.append(
+            CategoryScore(
+                name=name,
+                passed=int(sum(values)),
+                total=len(values),
+                skipped_math=sum(
+                    1 for r in results if r.category == name and r.status == "skipped"
+                ),
+                ci_low=ci[0] if ci else None,
+                ci_high=ci[1] if ci else None,
+            )
+        )
+    return categories
+
+
 def score_bench(
     bench_dir: Path,
     system: str,
@@ -396,46 +446,13 @@ def score_bench(
     if missing and not force:
         raise MissingOutputsError(missing)
 
-    results: list[RuleResult] = []
-    errors: list[str] = []
-    read: dict[Path, str | Exception] = {}
-    with _renderer_for(bench, renderer) as (active, renderer_label):
-        for rule in bench.rules:
-            files = outputs.get((_pdf_stem(rule.pdf), rule.page), [])
-            category = bench.category_of[rule.id]
-            if not files:
-                status: RuleStatus = "missing"
-                score, reason = 0.0, "no output file for this page"
-            else:
-                status, score, reason = _judge(rule, files, active, read, errors)
-            results.append(
-                RuleResult(
-                    rule.id, category, rule.type, rule.pdf, rule.page, status, score,
-                    len(files), reason,
-                )
-            )
-
+    results, errors, renderer_label = _judge_rules(bench, outputs, renderer)
     rng = np.random.default_rng(seed)
     scored = [r for r in results if r.status != "skipped"]
     outcomes: dict[str, list[float]] = {c: [] for c in bench.categories}
     for r in scored:
         outcomes[r.category].append(1.0 if r.status == "pass" else 0.0)
-    categories = []
-    for name in bench.categories:
-        values = outcomes[name]
-        ci = bootstrap_mean_of_means([values], bootstrap, rng, CONFIDENCE_LEVEL)
-        categories.append(
-            CategoryScore(
-                name=name,
-                passed=int(sum(values)),
-                total=len(values),
-                skipped_math=sum(
-                    1 for r in results if r.category == name and r.status == "skipped"
-                ),
-                ci_low=ci[0] if ci else None,
-                ci_high=ci[1] if ci else None,
-            )
-        )
+    categories = _category_scores(bench, results, outcomes, bootstrap, rng)
     rated = [c for c in categories if c.total]
     overall = sum(c.pass_rate for c in rated) / len(rated) if rated else 0.0
     overall_ci = bootstrap_mean_of_means(

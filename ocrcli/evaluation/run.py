@@ -13,11 +13,12 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from ocrcli.convert import Converter, ConvertSettings
+from ocrcli.convert import Converter
 from ocrcli.errors import ExitCode, UsageError, one_line
 from ocrcli.evaluation.olmocr_bench import BenchScore, bench_conversion_jobs, score_bench
 from ocrcli.inputs import relative_names
 from ocrcli.progress import Reporter
+from ocrcli.settings import ConvertSettings
 
 
 def _link_bench(bench: Path, work: Path) -> None:

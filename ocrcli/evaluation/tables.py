@@ -120,23 +120,66 @@ def _add_unique(mapping: dict[int, list[str]], key: int, text: str) -> None:
         texts.append(text)
 
 
+@dataclass
+class _Headings:
+    """What an HTML table's heading cells say, gathered as its cells are read."""
+
+    rows: set[int] = field(default_factory=set)  # rows made of heading cells
+    cols: set[int] = field(default_factory=set)  # columns made of heading cells
+    of_col: dict[int, list[str]] = field(default_factory=dict)  # column -> its heading texts
+    of_row: dict[int, list[str]] = field(default_factory=dict)  # row -> its heading texts
+    # Heading texts spanning several columns / rows, with the columns / rows covered.
+    spanning_cols: dict[str, set[int]] = field(default_factory=dict)
+    spanning_rows: dict[str, set[int]] = field(default_factory=dict)
+
+    def heading_cell(self, text: str, r: int, c: int, rowspan: int, colspan: int,
+                     row_count: int) -> None:
+        self.cols.update(range(c, c + colspan))
+        self.rows.update(r + i for i in range(1, rowspan) if r + i < row_count)
+        for j in range(colspan):
+            self.of_col.setdefault(c + j, []).append(text)
+            if text and colspan > 1:
+                self.spanning_cols.setdefault(text, set()).add(c + j)
+        if text and rowspan > 1:
+            self.spanning_rows.setdefault(text, set()).update(range(r, r + rowspan))
+
+    def data_cell(self, text: str, r: int, c: int, rowspan: int, row_count: int) -> None:
+        if rowspan > 1 and c in self.cols:
+            # A row-spanning data cell in a heading column heads the rows it covers.
+            for i in range(1, rowspan):
+                if r + i < row_count:
+                    self.of_row.setdefault(r + i, []).append(text)
+
+    def spread(self, table_rows: list[list[str]]) -> None:
+        """Headings over the cells they cover, once every row is read."""
+        # A column-spanning heading also heads every column from its first one to
+        # the right edge of any data row (the official scorer's reading).
+        for text, cols in self.spanning_cols.items():
+            for start in cols:
+                for r, row in enumerate(table_rows):
+                    if r not in self.rows:
+                        for j in range(start, len(row)):
+                            _add_unique(self.of_col, j, text)
+        for text, covered in self.spanning_rows.items():
+            for r in covered:
+                if r < len(table_rows):
+                    _add_unique(self.of_row, r, text)
+        for c in self.cols:
+            for r, row in enumerate(table_rows):
+                if c < len(row) and row[c].strip():
+                    _add_unique(self.of_row, r, row[c])
+
+
 def _html_table_grid(table: Element) -> TableGrid | None:
     # Rows and cells are searched recursively, as BeautifulSoup's find_all does;
     # a nested table's rows therefore also count as rows of the outer table.
     rows = table.find_all("tr")
-    header_rows: set[int] = set()
-    header_cols: set[int] = set()
-    col_headers: dict[int, list[str]] = {}
-    row_headers: dict[int, list[str]] = {}
-    # Heading texts spanning several columns / rows, with the columns / rows covered.
-    spanning_col_heads: dict[str, set[int]] = {}
-    spanning_row_heads: dict[str, set[int]] = {}
-
+    heads = _Headings()
     thead = table.find("thead")
     if thead is not None:
         for tr in thead.find_all("tr"):
             # list.index compares structurally, as BeautifulSoup tags do.
-            header_rows.add(rows.index(tr))
+            heads.rows.add(rows.index(tr))
 
     carried: dict[tuple[int, int], str] = {}  # grid positions filled by spans from above/left
     table_rows: list[list[str]] = []
@@ -144,7 +187,7 @@ def _html_table_grid(table: Element) -> TableGrid | None:
         row_cells: list[str] = []
         c = 0
         if row.find("th") is not None:
-            header_rows.add(r)
+            heads.rows.add(r)
         for cell in row.find_all("th", "td"):
             while (r, c) in carried:
                 row_cells.append(carried[(r, c)])
@@ -160,48 +203,21 @@ def _html_table_grid(table: Element) -> TableGrid | None:
                         # other covered positions read as empty.
                         carried[(r + i, c + j)] = text if (j == 0 and i > 0) else ""
             if cell.tag == "th":
-                header_cols.update(range(c, c + colspan))
-                header_rows.update(r + i for i in range(1, rowspan) if r + i < len(rows))
-                for j in range(colspan):
-                    col_headers.setdefault(c + j, []).append(text)
-                    if text and colspan > 1:
-                        spanning_col_heads.setdefault(text, set()).add(c + j)
-                if text and rowspan > 1:
-                    spanning_row_heads.setdefault(text, set()).update(range(r, r + rowspan))
-            elif rowspan > 1 and c in header_cols:
-                # A row-spanning data cell in a heading column heads the rows it covers.
-                for i in range(1, rowspan):
-                    if r + i < len(rows):
-                        row_headers.setdefault(r + i, []).append(text)
+                heads.heading_cell(text, r, c, rowspan, colspan, len(rows))
+            else:
+                heads.data_cell(text, r, c, rowspan, len(rows))
             c += colspan
         table_rows.append(row_cells)
 
     if not table_rows:
         return None
-
-    # A column-spanning heading also heads every column from its first one to
-    # the right edge of any data row (the official scorer's reading).
-    for text, cols in spanning_col_heads.items():
-        for start in cols:
-            for r, row in enumerate(table_rows):
-                if r not in header_rows:
-                    for j in range(start, len(row)):
-                        _add_unique(col_headers, j, text)
-    for text, covered in spanning_row_heads.items():
-        for r in covered:
-            if r < len(table_rows):
-                _add_unique(row_headers, r, text)
-    for c in header_cols:
-        for r, row in enumerate(table_rows):
-            if c < len(row) and row[c].strip():
-                _add_unique(row_headers, r, row[c])
-
+    heads.spread(table_rows)
     return TableGrid(
         cells=_pad(table_rows),
-        header_rows=header_rows,
-        header_cols=header_cols,
-        col_headers=col_headers,
-        row_headers=row_headers,
+        header_rows=heads.rows,
+        header_cols=heads.cols,
+        col_headers=heads.of_col,
+        row_headers=heads.of_row,
     )
 
 

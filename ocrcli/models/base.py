@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # annotations only: render workers unpickle requests without 
     import torch
     from PIL import Image
 
+    from ocrcli.text_layer import TextLayer
+
 
 @dataclass
 class DecodeRequest:
@@ -27,11 +29,20 @@ class DecodeRequest:
     visual: Any  # what the model's prefill encodes (a pixel tensor for the models we ship)
     max_new_tokens: int
     meta: Any = None  # the adapter's own bookkeeping (e.g. the line's place on the page)
+    # The region's text as the PDF's text layer has it, in the model's own tokens (no special
+    # tokens): a source of drafts (engine/text_draft.py). None: the page has no text layer.
+    # Verification keeps the output greedy's, so a wrong text only costs speed.
+    draft_text: list[int] | None = None
 
 
 @dataclass
 class GuardConfig:
-    """Repetition guard: a windowed no-repeat n-gram ban, plus loop detection."""
+    """Repetition guard: a windowed no-repeat n-gram ban, plus loop detection.
+
+    Its values are the model's own (token ids it may repeat, what counts as a loop for its
+    output), so a model declares them here, beside `ModelSpec`, and the engine enforces them
+    (engine/guard.py): the engine reads the models' contract, and no model imports the engine.
+    """
 
     ngram: int = 0  # 0 disables the ban
     window: int = 0  # how many recent tokens the ban looks at (0: all)
@@ -121,8 +132,10 @@ class PageAdapter(Protocol):
     # An adapter may set `prepares_in_worker = True` when `page_requests` pickles: the
     # converter then runs it in the render workers, beside rendering.
 
-    def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
-        """Requests for one page; their keys are set by the caller."""
+    def page_requests(self, image: Image.Image, max_new_tokens: int,
+                      text_layer: TextLayer | None = None) -> list[DecodeRequest]:
+        """Requests for one page; their keys are set by the caller. `text_layer` (by default
+        the one the image carries, text_layer.text_layer_of) gives each its `draft_text`."""
 
     def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str: ...
 

@@ -343,11 +343,16 @@ def comparable_outputs(out: Path) -> dict[str, object]:
 
 
 # Out-of-memory on the device, injected so that it happens whatever the timing and batching.
-# A page of OOM_LINES text lines is several decode requests, admitted together, so the first
-# decode pass holds two rows or more: OOM_AT_STEP=1 always hits a pass that can be halved, and
-# a device that fits one row (OOM_ROWS_OVER=1) fails every prefill or pass of two. (A fault
-# on a later step, or a device of two rows, may never fire: with deep drafting a request of a
-# few tokens ends in one step, and pages reach the engine one at a time when rendering lags.)
+# A page of OOM_LINES text lines is OOM_LINES decode requests (one per line, all with the same
+# one-token prompt), queued together when the page is laid out and admitted together (the
+# batch holds them all), so the page's prefill is one pass of two rows or more, and so is
+# its first decode pass (a request stops at its first token only on EOS; here all of them
+# reach the token cap). A device that fits one row (OOM_ROWS_OVER=1) therefore fails that
+# prefill, and OOM_AT_STEP=1 hits a decode pass that can be halved, however fast pages
+# render. (The scenario once used OOM_ROWS_OVER=2 on pages of two lines: it fired only when
+# a second page's requests were in the same pass, so under load, with rendering behind, no
+# retry happened at all.) `oom_retry_problems` checks the pages' request counts, so that a
+# change of layout that breaks this is reported as such, not as a broken recovery.
 OOM_RETRY_FAULTS = ({"OCRCLI_FAULT_OOM_AT_STEP": "1"}, {"OCRCLI_FAULT_OOM_ROWS_OVER": "1"})
 OOM_LINES = 3
 # Drafting on (the model's default), so a retried pass re-verifies drafts too.
@@ -362,10 +367,14 @@ def oom_retry_problems(run: Run, out: Path, reference: Path, env: dict[str, str]
     without the fault."""
     summary = run.summary or {}
     problems = []
-    if summary.get("faults", {}).get("oom_retries", 0) < 1:
-        requests = [_json(p) or {} for p in out.rglob("page-*.json")]
-        problems.append(("wrong_exit_codes", f"{env}: no out-of-memory retry happened "
-                         f"(requests per page: {[r.get('requests') for r in requests]})"))
+    requests = [(_json(p) or {}).get("requests") for p in sorted(reference.rglob("page-*.json"))]
+    if not requests or any(not isinstance(n, int) or n < 2 for n in requests):
+        problems.append(("wrong_exit_codes", f"{env}: the scenario no longer creates its "
+                         f"condition: every page must be 2 decode requests or more, and the "
+                         f"pages are {requests} (see OOM_LINES)"))
+    elif summary.get("faults", {}).get("oom_retries", 0) < 1:
+        problems.append(("wrong_exit_codes", f"{env}: no out-of-memory retry happened, on "
+                         f"pages of {requests} requests: the recovery path did not run"))
     recorded = {k: str(v) for k, v in (summary.get("injected_faults") or {}).items()}
     if recorded != env:
         problems.append(("bad_messages", f"{env}: summary.json records injected faults "

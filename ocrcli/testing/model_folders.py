@@ -1,8 +1,10 @@
 """Model folders for the tests and scripts/stress.py: hostile ones that must be refused
-without running anything inside them, and a real built-in model whose weights make it loop."""
+without running anything inside them, a real built-in model whose weights make it loop, and
+the tiny DeepSeek-OCR / Jina-OCR-v1 checkpoints of scripts/make_tiny_checkpoint.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import shutil
@@ -71,3 +73,12 @@ def looping_model(folder: Path) -> Path:
     state["norm.weight"] = torch.zeros_like(state["norm.weight"])
     save_file(state, str(weights))
     return folder
+
+
+def tiny_checkpoint_writer():
+    """`write_tiny_checkpoint` from scripts/make_tiny_checkpoint.py (scripts/ is no package)."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_tiny_checkpoint.py"
+    spec = importlib.util.spec_from_file_location("make_tiny_checkpoint", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_tiny_checkpoint

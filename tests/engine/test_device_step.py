@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import traceback
 
 import pytest
@@ -27,7 +28,7 @@ from ocrcli.models.builtin.model import BuiltinConfig, BuiltinOCR
 from ocrcli.models.deepseek_ocr.config import DEEPSEEK_OCR, JINA_OCR_V1, tiny_config
 from ocrcli.models.deepseek_ocr.model import DeepseekOcrForCausalLM
 from ocrcli.models.deepseek_ocr.runtime import DeepseekOcrDecoder
-from tests.engine.conftest import random_model, random_requests
+from tests.engine.conftest import VARIED_SEEDS, random_model, random_requests, teach_head
 
 GUARD = GuardConfig(ngram=4, window=16, loop_period_max=4, loop_repeats=4)
 
@@ -110,21 +111,38 @@ def test_the_counter_sees_host_reads():
     assert counter.syncs == 3 and counter.ops >= 4
 
 
+@functools.cache
+def _taught_model() -> BuiltinOCR:
+    """A float64 random model with varied lines and a head taught on other lines: its drafts
+    are accepted at every depth and rejected too (a random head's are all but never accepted,
+    which would leave the fast engine's bookkeeping of accepted runs untested)."""
+    return teach_head(random_model(seed=VARIED_SEEDS[0]), random_requests(4, seed=100), steps=30)
+
+
+def _accepted(results) -> int:
+    """Verify steps that accepted at least one draft, over all requests."""
+    return sum(n for r in results for k, n in r.stats.accepted_hist.items() if k > 0)
+
+
 @pytest.mark.parametrize("policy", [DraftPolicy(0), DraftPolicy(3), DraftPolicy(4, 0.3, 0.1)])
 def test_a_fast_engine_gives_the_exact_engines_tokens(policy):
     """float64, so kernel rounding cannot flip a token: what is tested is the bookkeeping of
     stepping every slot, bucketed spans and rewinding free slots (a tiny bucket exercises
-    every bucket change and many rewinds)."""
-    model = random_model(seed=2)
+    every bucket change and many rewinds), with drafts accepted and rejected."""
+    model = _taught_model()
     requests = random_requests(11, seed=5, max_new=30)
-    want = _decode(model, requests, policy, exact=True)
-    got = _decode(model, requests, policy, exact=False, span_bucket=8)
+    want, _ = _decode(model, requests, policy, exact=True)
+    got, results = _decode(model, requests, policy, exact=False, span_bucket=8)
     assert got == want
+    assert len({tuple(tokens) for tokens, _ in want.values()}) >= 2  # varied lines
+    if policy.max_depth:
+        assert _accepted(results) > 0
 
 
 def _decode(model, requests, policy, exact, span_bucket=256):
     engine = Engine(model, 4, 30, policy, GUARD, exact=exact, span_bucket=span_bucket)
-    return {r.key: (r.tokens, r.status) for r in engine.run(list_source(list(requests)))}
+    results = list(engine.run(list_source(list(requests))))
+    return {r.key: (r.tokens, r.status) for r in results}, results
 
 
 def test_budget_stops_at_the_models_positions():
@@ -172,18 +190,34 @@ def test_fullgraph_compile_of_verify_and_draft_gives_the_eager_tokens(name):
 @pytest.mark.parametrize("name", ["builtin", "jina"])
 def test_a_captured_step_gives_the_uncaptured_tokens(name):
     """The compiled step functions (traced whole, no code generated on the CPU) drive the
-    engine to the tokens of the plain fast engine."""
+    engine to the tokens of the plain fast engine, with drafts accepted as well as rejected:
+    the built-in model's taught head drafts; the random Jina-OCR-v1 head's drafts would all be
+    rejected, so a drafter proposes that model's own tokens (right 70% of the time)."""
     from ocrcli.engine.capture import CaptureSettings
+    from ocrcli.engine.draft import OracleProposer
 
-    model = MODELS[name]()
-    requests = _requests(model, 5)
-    plain = Engine(model, 4, 12, DraftPolicy(3), GUARD, exact=False)
-    want = {r.key: r.tokens for r in plain.run(list_source(list(requests)))}
-    captured = Engine(model, 4, 12, DraftPolicy(3), GUARD, exact=False,
-                      capture=CaptureSettings(mode=None, backend="eager"))
-    got = {r.key: r.tokens for r in captured.run(list_source(list(requests)))}
-    assert captured.capture_error is None
-    assert got == want
+    if name == "builtin":
+        model, requests, drafter = _taught_model(), random_requests(5, seed=2, max_new=12), None
+    else:
+        model = MODELS[name]()
+        requests = _requests(model, 5)
+        greedy = Engine(model, 4, 12, DraftPolicy(0), GUARD, exact=False)
+        reference = {r.key: r.tokens + [model.spec.eos_id]
+                     for r in greedy.run(list_source(list(requests)))}
+
+        def drafter():
+            return OracleProposer(reference, 0.7, model.spec.vocab_size)
+
+    runs = {}
+    for capture in (None, CaptureSettings(mode=None, backend="eager")):
+        engine = Engine(model, 4, 12, DraftPolicy(3), GUARD, exact=False, capture=capture,
+                        proposer=drafter() if drafter else None)
+        results = list(engine.run(list_source(list(requests))))
+        assert engine.capture_error is None
+        assert _accepted(results) > 0
+        runs[capture is not None] = {r.key: r.tokens for r in results}
+    assert runs[True] == runs[False]
+    assert len({tuple(tokens) for tokens in runs[False].values()}) >= 2  # varied lines
 
 
 def test_a_step_that_cannot_be_captured_runs_eagerly():

@@ -167,11 +167,13 @@ def test_eos_inside_accepted_run():
     assert ref[0][1] == "ok" and len(ref[0][0]) < len(tokens)
     reference = {k: toks + [model.eos_id] for k, (toks, _) in ref.items()}
     for depth in (2, 6):
-        spec, _ = decode(model, reqs, DraftPolicy(depth),
-                         proposer=OracleProposer(reference, 1.0, model.vocab_size))
+        spec, results = decode(model, reqs, DraftPolicy(depth),
+                               proposer=OracleProposer(reference, 1.0, model.vocab_size))
         assert spec == ref
-        spec, _ = decode(model, reqs, DraftPolicy(depth))
+        assert accepted_histogram(results)[depth] > 0  # runs accepted whole, EOS inside
+        spec, results = decode(model, reqs, DraftPolicy(depth))
         assert spec == ref
+        assert_drafts_accepted(results, rejected_too=False)
 
 
 def test_cap_inside_accepted_run(model):
@@ -180,9 +182,10 @@ def test_cap_inside_accepted_run(model):
     assert all(status == "truncated" and len(toks) == 7 for toks, status in ref.values())
     reference = {k: toks + [model.eos_id] for k, (toks, _) in
                  decode(model, [dataclasses.replace(r, max_new_tokens=30) for r in reqs])[0].items()}
-    spec, _ = decode(model, reqs, DraftPolicy(6),
-                     proposer=OracleProposer(reference, 1.0, model.vocab_size))
+    spec, results = decode(model, reqs, DraftPolicy(6),
+                           proposer=OracleProposer(reference, 1.0, model.vocab_size))
     assert spec == ref
+    assert accepted_histogram(results)[6] > 0  # a whole run accepted, the cap inside it
 
 
 def test_loop_detection_marks_degenerate(model):

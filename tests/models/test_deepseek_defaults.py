@@ -10,8 +10,8 @@ import json
 import pytest
 
 from ocrcli.models.deepseek_ocr import DEEPSEEK_OCR, JINA_OCR_V1
+from ocrcli.testing.model_folders import tiny_checkpoint_writer
 from tests.conftest import SAMPLES, run_cli
-from tests.model_folders import tiny_checkpoint_writer
 
 
 @pytest.mark.parametrize("arch", [DEEPSEEK_OCR, JINA_OCR_V1])

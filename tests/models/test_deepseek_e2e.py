@@ -25,8 +25,8 @@ from safetensors.torch import load_file, save_file
 from ocrcli.errors import ExitCode, ModelLoadError, OcrCliError
 from ocrcli.models.deepseek_ocr import DEEPSEEK_OCR, JINA_OCR_V1
 from ocrcli.models.deepseek_ocr.preprocess import MODES
+from ocrcli.testing.model_folders import tiny_checkpoint_writer
 from tests.conftest import REPO, SAMPLES, run_cli
-from tests.model_folders import tiny_checkpoint_writer
 
 INPUTS = [str(SAMPLES / "memo.jpg"), str(SAMPLES / "report.pdf"), "--pages", "1"]
 MAX_NEW = "48"

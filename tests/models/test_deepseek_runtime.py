@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from ocrcli.models.base import DecodeRequest, DecoderModel, LoadedModel
 from ocrcli.models.deepseek_ocr import DEEPSEEK_OCR, JINA_OCR_V1, ModelLoadError, load
 from ocrcli.models.deepseek_ocr.runtime import DeepseekOcrDecoder
-from tests.model_folders import tiny_checkpoint_writer
+from ocrcli.testing.model_folders import tiny_checkpoint_writer
 
 ATOL = 1e-5
 

@@ -4,6 +4,7 @@ this folder as `model.safetensors`, `config.json` and `tokenizer.json`."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,12 +17,13 @@ from ocrcli.models.builtin.layout import (
     LineBox,
     assemble_markdown,
     line_tensor_array,
-    segment_lines,
     split_wide,
 )
+from ocrcli.models.builtin.page_layout import analyse_page
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint
 from ocrcli.models.identity import BUILTIN_MAX_NEW_TOKENS as MAX_LINE_TOKENS
+from ocrcli.text_layer import TextLayer, text_layer_of
 
 if TYPE_CHECKING:  # torch loads with the model (`load`), not where pages are only prepared
     import torch
@@ -41,16 +43,31 @@ class LinePageAdapter:
     page's Markdown is assembled from the line texts, pieces joined with a space."""
 
     piece_width: int = 0
+    tokenizer: CharTokenizer | None = None  # for the pieces' draft text (None: no drafts)
     prepares_in_worker = True  # stateless numpy/PIL work: the render workers can do it
 
-    def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
-        gray = image.convert("L")
-        boxes = segment_lines(gray)
+    def page_requests(self, image: Image.Image, max_new_tokens: int,
+                      text_layer: TextLayer | None = None) -> list[DecodeRequest]:
+        # Upright, rules and pictures painted out, lines in reading order (columns, tables).
+        layout = analyse_page(image)
+        gray, boxes = layout.image, layout.boxes
         cap = min(max_new_tokens, MAX_LINE_TOKENS)
+        layer = text_layer if text_layer is not None else text_layer_of(image)
+        if layout.turns:  # the layer's boxes are those of the page as it came, not turned
+            layer = None
         return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, piece), cap,
-                              meta=LinePlace(i, boxes))
-                for i, box in enumerate(boxes) if not box.rule
+                              meta=LinePlace(i, boxes), draft_text=self.draft_text(layer, piece))
+                for i, box in enumerate(boxes) if box.readable
                 for piece in split_wide(gray, box, self.piece_width)]
+
+    def draft_text(self, layer: TextLayer | None, piece: LineBox) -> list[int] | None:
+        """The text layer's characters inside the piece's box, as the reader's tokens. A
+        character the reader has no token for is written as its compatibility form where the
+        reader has those (the ligature U+FB01 as "fi")."""
+        if layer is None or self.tokenizer is None:
+            return None
+        text = layer.text_in((piece.x0, piece.y0, piece.x1, piece.y1))
+        return self.tokenizer.encode("".join(_readable(c, self.tokenizer.chars) for c in text))
 
     def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str:
         if not requests:
@@ -61,6 +78,14 @@ class LinePageAdapter:
             by_index.setdefault(r.meta.index, []).append(t)
         return assemble_markdown(boxes, [" ".join(p for p in by_index.get(i, []) if p)
                                          for i in range(len(boxes))])
+
+
+def _readable(char: str, known: str) -> str:
+    """`char`, or its compatibility form where only that is in the reader's alphabet."""
+    if char in known:
+        return char
+    form = unicodedata.normalize("NFKC", char)
+    return form if all(c in known for c in form) else char
 
 
 def is_builtin_folder(folder: Path) -> bool:
@@ -129,6 +154,6 @@ def load(folder: Path = BUILTIN_DIR, device: str = "cpu", dtype: torch.dtype | N
         weights_hash=builtin_fingerprint(folder),
         model=model,
         tokenizer=tokenizer,
-        adapter=LinePageAdapter(cfg.piece_width),
+        adapter=LinePageAdapter(cfg.piece_width, tokenizer),
         guard=GuardConfig(ngram=0, loop_period_max=8, loop_repeats=12, loop_min_span=32),
     )

@@ -5,6 +5,10 @@ the gaps between them: the recogniser is trained on crops made by this same func
 always sees the geometry it learned. Block structure (headings by line height, code by its
 shaded background, list items by their markers, tables by their bars and header rule,
 paragraphs by larger gaps) is read from the geometry, not guessed by the recogniser.
+
+Pages are first turned upright and cut into regions (columns, tables, pictures, running
+headers and footers) by `page_layout`; lines are then found region by region (`lines_in`),
+and the Markdown is assembled block by block in reading order.
 """
 
 from __future__ import annotations
@@ -30,10 +34,21 @@ class LineBox:
     ink_bottom: int
     shaded: bool  # background darker than the page: a code block
     rule: bool  # a thin horizontal rule, not text
+    # What the page layout step made of the box: "text", "cell" (of a table), "figure" (a
+    # picture, never read), "header" or "footer" (running page furniture, never read).
+    kind: str = "text"
+    block: int = 0  # the layout block (text region, table, figure) it belongs to, in reading order
+    cell: tuple[int, int] | None = None  # (row, column) of a table cell
 
     @property
     def ink_height(self) -> int:
         return self.ink_bottom - self.ink_top + 1
+
+    @property
+    def readable(self) -> bool:
+        """Whether the recogniser reads the box: text lines and table cells, not rules,
+        pictures or page furniture."""
+        return not self.rule and self.kind in ("text", "cell")
 
 
 def _background(gray: np.ndarray) -> float:
@@ -71,13 +86,39 @@ def near_ink(ink: np.ndarray, reach: int = 2) -> np.ndarray:
     return out
 
 
+@dataclass
+class PageInk:
+    """A page's pixels as the line finder needs them: grey levels, the ink mask (which the page
+    layout step may have cleared of rules and figures), and the paper level, so that a part of
+    the page is judged (shaded or not) against the whole page, not against itself."""
+
+    gray: np.ndarray  # float32 grey levels
+    ink: np.ndarray  # bool
+    paper_mask: np.ndarray  # bool: pixels away from any ink
+    page_paper: float
+
+    @classmethod
+    def of(cls, gray: np.ndarray, ink: np.ndarray) -> PageInk:
+        # Paper levels are medians of pixels away from ink: a median is not moved by scanner
+        # noise, where the page's 75th percentile rises by most of the noise's spread and made
+        # every line of a noisy page look shaded, and stroke edges would pull a line's level down.
+        paper_mask = ~near_ink(ink)
+        page_paper = float(np.median(gray[paper_mask])) if paper_mask.any() else 255.0
+        return cls(gray, ink, paper_mask, page_paper)
+
+
 def segment_lines(image: Image.Image) -> list[LineBox]:
     """Text lines of a page, top to bottom, cut at the middle of inter-line gaps."""
     gray = np.asarray(image.convert("L"), dtype=np.float32)
     h, w = gray.shape
-    ink = despeckle(ink_mask(gray))
+    return lines_in(PageInk.of(gray, despeckle(ink_mask(gray))), (0, 0, w, h))
+
+
+def _line_bands(ink: np.ndarray, width: int) -> list[list[int]]:
+    """Rows of a region grouped into text bands: [first, last] row of each, top to bottom."""
+    h = ink.shape[0]
     # A row counts when it holds a little ink; isolated specks of noise do not make lines.
-    rows = ink.sum(axis=1) >= max(2, w // 800)
+    rows = ink.sum(axis=1) >= max(2, width // 800)
     bands: list[list[int]] = []
     y = 0
     while y < h:
@@ -96,12 +137,19 @@ def segment_lines(image: Image.Image) -> list[LineBox]:
                 continue
         merged.append(b)
     bands = _split_touching(ink, _attach_marks(ink, merged))
-    bands = [b for b in bands if b[1] - b[0] >= 2 or _is_rule(ink, b)]
-    # Paper levels are medians of pixels away from ink: a median is not moved by scanner
-    # noise, where the page's 75th percentile rises by most of the noise's spread and made
-    # every line of a noisy page look shaded, and stroke edges would pull a line's level down.
-    paper_mask = ~near_ink(ink)
-    page_paper = float(np.median(gray[paper_mask])) if paper_mask.any() else 255.0
+    return [b for b in bands if b[1] - b[0] >= 2 or _is_rule(ink, b)]
+
+
+def lines_in(page: PageInk, region: tuple[int, int, int, int]) -> list[LineBox]:
+    """Text lines inside `region` (x0, y0, x1, y1; ends exclusive) of a page, top to bottom, in
+    page coordinates. Lines are cut at the middle of the gaps between them and never reach
+    outside the region: the region's neighbours (another column, a table cell) stay out."""
+    rx0, ry0, rx1, ry1 = region
+    gray = page.gray[ry0:ry1, rx0:rx1]
+    ink = page.ink[ry0:ry1, rx0:rx1]
+    paper_mask = page.paper_mask[ry0:ry1, rx0:rx1]
+    h, w = gray.shape
+    bands = _line_bands(ink, w)
     boxes = []
     for i, (top, bottom) in enumerate(bands):
         cut_top = 0 if i == 0 else (bands[i - 1][1] + top + 1) // 2
@@ -114,11 +162,11 @@ def segment_lines(image: Image.Image) -> list[LineBox]:
             continue
         pad = max(2, height // 4)
         x0, x1 = max(0, int(cols[0]) - pad), min(w - 1, int(cols[-1]) + pad)
-        region = gray[cut_top : cut_bottom + 1, x0 : x1 + 1]
-        paper = region[paper_mask[cut_top : cut_bottom + 1, x0 : x1 + 1]]
-        shaded = paper.size > 0 and float(np.median(paper)) < page_paper - 8
-        boxes.append(LineBox(x0, cut_top, x1, cut_bottom, top, bottom, shaded,
-                             _is_rule(ink, [top, bottom])))
+        region_px = gray[cut_top : cut_bottom + 1, x0 : x1 + 1]
+        paper = region_px[paper_mask[cut_top : cut_bottom + 1, x0 : x1 + 1]]
+        shaded = paper.size > 0 and float(np.median(paper)) < page.page_paper - 8
+        boxes.append(LineBox(rx0 + x0, ry0 + cut_top, rx0 + x1, ry0 + cut_bottom, ry0 + top,
+                             ry0 + bottom, shaded, _is_rule(ink, [top, bottom])))
     return boxes
 
 
@@ -238,11 +286,55 @@ _BULLET = re.compile("^[\u2022\u25cf\u25aa\u2013*\\-]\\s+")
 
 
 def assemble_markdown(boxes: list[LineBox], texts: list[str]) -> str:
-    """Markdown of a page from its line boxes and the texts read from them (rules read '')."""
-    text_heights = [b.ink_height for b, t in zip(boxes, texts) if not b.rule and not b.shaded and t]
+    """Markdown of a page from its line boxes and the texts read from them (rules, pictures
+    and page furniture read ''), block after block in the boxes' (reading) order: a table's
+    cells become a Markdown table, a picture an image placeholder; running headers and
+    footers are left out of the page's text."""
+    text_heights = [b.ink_height for b, t in zip(boxes, texts)
+                    if b.kind == "text" and not b.rule and not b.shaded and t]
     body = float(np.median(text_heights)) if text_heights else 1.0
+    out = []
+    i = 0
+    while i < len(boxes):
+        j = i
+        while j < len(boxes) and boxes[j].block == boxes[i].block:
+            j += 1
+        kinds = {b.kind for b in boxes[i:j]}
+        if "cell" in kinds:
+            md = table_markdown(boxes[i:j], texts[i:j])
+        elif kinds <= {"header", "footer"}:
+            md = ""
+        else:
+            md = _text_markdown(boxes[i:j], texts[i:j], body)
+        if md:
+            out.append(md)
+        i = j
+    return "\n\n".join(out)
+
+
+def table_markdown(boxes: list[LineBox], texts: list[str]) -> str:
+    """A Markdown table from the lines read in a table's cells: a cell's lines joined with a
+    space, the first row as the header, columns empty in every row left out. A "|" read in a
+    cell is a rule's remnant, not text, and would split the cell."""
+    cells: dict[tuple[int, int], list[str]] = {}
+    for b, t in zip(boxes, texts):
+        t = " ".join(t.replace("|", " ").split())
+        if b.cell is not None and t:
+            cells.setdefault(b.cell, []).append(t)
+    if not cells:
+        return ""
+    rows = sorted({r for r, _ in cells})
+    cols = sorted({c for _, c in cells})
+    lines = ["| " + " | ".join(" ".join(cells.get((r, c), [])) for c in cols) + " |" for r in rows]
+    return "\n".join([lines[0], "|" + " --- |" * len(cols)] + lines[1:])
+
+
+def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
+    """Markdown of one text block: headings by line height, lists by markers, code by shading,
+    tables typed with "|", paragraphs by wider gaps; pictures as image placeholders."""
     left = min((b.x0 for b, t in zip(boxes, texts) if t and not b.rule), default=0)
-    gaps = [boxes[i + 1].ink_top - boxes[i].ink_bottom for i in range(len(boxes) - 1)]
+    lines = [b for b in boxes if b.kind != "figure"]
+    gaps = [lines[i + 1].ink_top - lines[i].ink_bottom for i in range(len(lines) - 1)]
     gap = float(np.median(gaps)) if gaps else 0.0
     blocks: list[list[str]] = []
     kinds: list[str] = []
@@ -254,6 +346,11 @@ def assemble_markdown(boxes: list[LineBox], texts: list[str]) -> str:
     prev: LineBox | None = None
     for box, text in zip(boxes, texts):
         text = text.strip()
+        if box.kind == "figure":
+            start("figure")
+            blocks[-1].append("![figure]()")
+            prev = None
+            continue
         if box.rule:  # a table's header rule; the separator row is written with the header
             prev = box
             continue

@@ -1,8 +1,9 @@
 """The built-in line reader: a conv stem and encoder over one text line, a decoder that
 cross-attends to it, and a recursive FastMTP draft head. Plain PyTorch, one file.
 
-Why this shape: a 2-core CPU trains it to ~1% line CER in under an hour (see
-`shared/docs/builtin-model-notes.md`); the decoder reuses the shared `Attention`, `KVCache`,
+Why this shape: a 2-core CPU trains a line reader of this kind to about 1 % line CER in under
+an hour, while a page decoder with 2-D positions is out of reach of that budget
+(docs/design.md); the decoder reuses the shared `Attention`, `KVCache`,
 `RMSNorm` and `SwiGLU` classes that DeepSeek-OCR's decoder is built from, so the engine's
 cache, verify and rollback paths run through the same modules in every CI run.
 
@@ -59,7 +60,7 @@ class BuiltinConfig:
     mtp_depth: int = 6  # the head is trained for this many recursive steps
     # Width of the head block's SwiGLU. None = mlp_hidden (FastMTP's full layer, the first
     # heads); 0 = no MLP, cross-attention only: a draft step then costs about a third less
-    # (README, performance), and at batch 1 draft steps are most of a speculative run.
+    # (docs/design.md, section 13), and at batch 1 draft steps are most of a speculative run.
     mtp_mlp_hidden: int | None = None
     # TIGER-style routing: the head attends to only this many visual tokens, chosen per step
     # by a gate over its own text state. 0 = every token (the unrouted head, the default).
@@ -222,7 +223,7 @@ class MTPHead(nn.Module):
         sub-modules' weights rather than by calling the sub-modules: the same operations, so
         the same bits (tests/models/test_builtin_model.py), but a draft step over a few rows
         is mostly Python, the head runs up to six times per verify, and module dispatch was
-        about a quarter of a step (README, performance)."""
+        about a quarter of a step (docs/design.md, section 13)."""
         blk, attn, mlp = self.block, self.block.cross_attn, self.block.mlp
         x = torch.cat([rms_norm(emb, self.enorm.weight, self.enorm.eps),
                        rms_norm(hidden, self.hnorm.weight, self.hnorm.eps)], dim=-1)
@@ -422,7 +423,7 @@ class BuiltinOCR(nn.Module):
 
         Below MIN_GEMM_ROWS rows each row is repeated as that many query positions: the
         head's products then need no padding of their own, which cost a fifth to a quarter
-        of batch-1 drafting (README, performance). Row results are the same bits either way
+        of batch-1 drafting (docs/design.md, section 7). Row results are the same bits either way
         (`layers.rowwise_matmul`), so drafts, and the acceptance counts in page files, do not
         depend on the batch."""
         k, v, mask = self._mem(len(self.layers), slots)

@@ -1,6 +1,7 @@
 """Page <-> request adapter for DeepSeek-OCR and Jina-OCR-v1: one request per page.
 
-Prompts (fact sheet §11):
+Prompts (DeepSeek-OCR: the HF repo's `conversation.py` "plain" template and
+`modeling_deepseekocr.py`; Jina-OCR-v1: the template of SGLang PR #40112 and the ports):
 - DeepSeek-OCR, "plain" template: BOS 0, then the stripped prompt with the <image> slots
   spliced in: `<image>\\n<|grounding|>Convert the document to markdown.`
 - Jina-OCR-v1, chat template built by hand (the checkpoint's jinja template is
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from ...text_layer import TextLayer, text_layer_of
 from ..base import DecodeRequest, GuardConfig
 from .config import DEEPSEEK_OCR, JINA_OCR_V1, DeepseekOcrConfig
 from .postprocess import clean_markdown
@@ -41,7 +43,8 @@ def default_instruction(arch: str) -> str:
 
 
 def default_guard(arch: str) -> GuardConfig:
-    """Repetition guard defaults (fact sheet §13).
+    """Repetition guard defaults (DeepSeek-OCR-vllm's `process/ngram_norepeat.py` and
+    `run_dpsk_ocr_pdf.py`; Jina-OCR-v1's Transformers and vLLM recipes).
 
     DeepSeek-OCR: the official vLLM script's windowed ban (n=20, window 50, <td>/</td>
     whitelisted). Jina-OCR-v1: its Transformers path's ban (n=35, window 1024, same
@@ -123,9 +126,20 @@ class DeepseekOcrPageAdapter:
             self.tokenizer, prompt, slots, add_bos, self.config.image_token_id, self.config.bos_id
         )
 
-    def page_requests(self, image: Image.Image, max_new_tokens: int) -> list[DecodeRequest]:
+    def page_requests(self, image: Image.Image, max_new_tokens: int,
+                      text_layer: TextLayer | None = None) -> list[DecodeRequest]:
         visual = self.preprocess(image)
-        return [DecodeRequest(None, self.prompt_ids(visual), visual, max_new_tokens)]
+        layer = text_layer if text_layer is not None else text_layer_of(image)
+        return [DecodeRequest(None, self.prompt_ids(visual), visual, max_new_tokens,
+                              draft_text=self.draft_text(layer, max_new_tokens))]
+
+    def draft_text(self, layer: TextLayer | None, max_new_tokens: int) -> list[int] | None:
+        """The page's text layer in reading order, as the model's tokens: encoded whole, so
+        its tokens split words as the model's own output does. Kept to a few times the
+        token cap: drafts past what the request may write are never verified."""
+        if layer is None or self.tokenizer is None:
+            return None
+        return self.tokenizer.encode(layer.page_text())[: 4 * max_new_tokens]
 
     def assemble(self, requests: list[DecodeRequest], texts: list[str]) -> str:
         return "\n\n".join(clean_markdown(t, self.figure_format) for t in texts)

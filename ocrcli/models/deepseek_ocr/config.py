@@ -86,9 +86,10 @@ class DecoderConfig:
 class MtpConfig:
     """Jina's FastMTP draft head (`mtp_module.heads.0`), applied recursively.
 
-    Switches for the points the fact sheet marks uncertain (§9.2, §15); the defaults follow
-    the ports that reach high acceptance. Changing them never affects correctness of the
-    verified output, only acceptance.
+    Switches for the points the public sources leave open (Jina's `deepseek_ocr_mtp.py` is
+    known only through third-party ports: the order of eh_proj's inputs, which target hidden
+    feeds the first step); the defaults follow the ports that reach high acceptance.
+    Changing them never affects correctness of the verified output, only acceptance.
     """
 
     num_heads: int = 1
@@ -225,6 +226,30 @@ def _rope_theta(lang: dict) -> float:
 def config_from_hf(raw: dict) -> DeepseekOcrConfig:
     """Our config from a DeepSeek-OCR / Jina-OCR-v1 config.json (already parsed)."""
     lang = _language_fields(raw)
+    decoder = _decoder_from_hf(lang)
+    sam, clip = _vision_from_hf(raw.get("vision_config") or {})
+    projector = raw.get("projector_config") or {}
+    if projector.get("projector_type", "linear") != "linear":
+        raise ConfigError(f"projector_type {projector['projector_type']!r} is not implemented")
+    mtp = _mtp_from_hf(lang)
+    arch = JINA_OCR_V1 if mtp is not None else DEEPSEEK_OCR
+    try:
+        return DeepseekOcrConfig(
+            arch=arch,
+            sam=sam,
+            clip=clip,
+            decoder=decoder,
+            mtp=mtp,
+            image_token_id=int(raw.get("image_token_index", lang.get("image_token_index", 128815))),
+            bos_id=int(lang.get("bos_token_id", 0)),
+            eos_id=int(lang.get("eos_token_id", 1)),
+            pad_id=int(lang["pad_token_id"] if lang.get("pad_token_id") is not None else 2),
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+def _decoder_from_hf(lang: dict) -> DecoderConfig:
     if lang.get("use_mla"):
         raise ConfigError("use_mla=true: MLA attention is not implemented (DeepSeek-OCR is MHA)")
     if lang.get("topk_method", "greedy") != "greedy" or lang.get("n_group", 1) not in (1, None):
@@ -236,7 +261,7 @@ def config_from_hf(raw: dict) -> DeepseekOcrConfig:
         raise ConfigError("grouped-query attention is not implemented (expected MHA)")
     if lang.get("moe_layer_freq", 1) != 1:
         raise ConfigError("moe_layer_freq != 1 is not implemented")
-    decoder = DecoderConfig(
+    return DecoderConfig(
         vocab_size=int(lang.get("vocab_size", 129280)),
         hidden_size=int(lang.get("hidden_size", 1280)),
         layers=int(lang.get("num_hidden_layers", 12)),
@@ -253,7 +278,8 @@ def config_from_hf(raw: dict) -> DeepseekOcrConfig:
         max_position_embeddings=int(lang.get("max_position_embeddings", 8192)),
     )
 
-    vision = raw.get("vision_config") or {}
+
+def _vision_from_hf(vision: dict) -> tuple[SamConfig, ClipConfig]:
     sam_raw = _find_dict(vision, "sam_vit_b") or {}
     clip_raw = _find_dict(vision, "clip-l-14-224") or {}
     sam_defaults = SamConfig()
@@ -282,39 +308,24 @@ def config_from_hf(raw: dict) -> DeepseekOcrConfig:
         patch_size=int(clip_raw.get("patch_size", ClipConfig.patch_size)),
         image_size=int(clip_raw.get("image_size", ClipConfig.image_size)),
     )
-    projector = raw.get("projector_config") or {}
-    if projector.get("projector_type", "linear") != "linear":
-        raise ConfigError(f"projector_type {projector['projector_type']!r} is not implemented")
+    return sam, clip
 
-    mtp = None
-    if int(lang.get("num_nextn_predict_layers", 0) or 0) > 0:
-        if lang.get("mtp_moe"):
-            raise ConfigError("mtp_moe=true: an MoE draft block is not implemented")
-        num_heads = int(lang.get("mtp_num_heads", 1))
-        if num_heads != 1 or not lang.get("mtp_recursive", True):
-            raise ConfigError("only one recursively applied MTP head is implemented")
-        for key in ("mtp_share_embedding_weights", "mtp_share_lm_head", "mtp_share_norm"):
-            if lang.get(key, True) is False:
-                raise ConfigError(f"{key}=false is not implemented (the head shares them)")
-        mtp = MtpConfig(
-            num_heads=num_heads,
-            speculative_steps=int(lang.get("mtp_num_speculative_steps", 3)),
-        )
-    arch = JINA_OCR_V1 if mtp is not None else DEEPSEEK_OCR
-    try:
-        return DeepseekOcrConfig(
-            arch=arch,
-            sam=sam,
-            clip=clip,
-            decoder=decoder,
-            mtp=mtp,
-            image_token_id=int(raw.get("image_token_index", lang.get("image_token_index", 128815))),
-            bos_id=int(lang.get("bos_token_id", 0)),
-            eos_id=int(lang.get("eos_token_id", 1)),
-            pad_id=int(lang["pad_token_id"] if lang.get("pad_token_id") is not None else 2),
-        )
-    except ValueError as err:
-        raise ConfigError(str(err)) from err
+
+def _mtp_from_hf(lang: dict) -> MtpConfig | None:
+    if int(lang.get("num_nextn_predict_layers", 0) or 0) <= 0:
+        return None
+    if lang.get("mtp_moe"):
+        raise ConfigError("mtp_moe=true: an MoE draft block is not implemented")
+    num_heads = int(lang.get("mtp_num_heads", 1))
+    if num_heads != 1 or not lang.get("mtp_recursive", True):
+        raise ConfigError("only one recursively applied MTP head is implemented")
+    for key in ("mtp_share_embedding_weights", "mtp_share_lm_head", "mtp_share_norm"):
+        if lang.get(key, True) is False:
+            raise ConfigError(f"{key}=false is not implemented (the head shares them)")
+    return MtpConfig(
+        num_heads=num_heads,
+        speculative_steps=int(lang.get("mtp_num_speculative_steps", 3)),
+    )
 
 
 def config_to_hf(cfg: DeepseekOcrConfig) -> dict:

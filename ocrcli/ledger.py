@@ -1,8 +1,9 @@
-"""The driver's bookkeeping of a run whose pages are decoded and written elsewhere.
+"""A run's bookkeeping, page by page: what is left to do, and what each written page did.
 
-Workers write page files; the driver only hears which page ended how. From that it finishes
-each document the moment its last page lands (manifest and combined Markdown, as `convert`
-does), keeps the failures and counts, and builds `summary.json` with `convert`'s fields.
+The ledger hears which page ended how (`page_written`), wherever its files were written: by
+`convert` in this process, or by the workers of `ray-convert`. From that it keeps the counts,
+failures and flagged pages, reports progress, finishes each document the moment its last page
+lands (manifest and combined Markdown) and builds `summary.json`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ocrcli.convert import flagged_entry, flagged_message, page_counts, run_exit_code, run_summary
 from ocrcli.errors import ExitCode
-from ocrcli.inputs import Document, display_path, path_text
-from ocrcli.output import OutputTree
+from ocrcli.inputs import Document, PageRef, display_path, path_text
+from ocrcli.output import OutputTree, PageRecord
 from ocrcli.pages import CONVERTED
 from ocrcli.progress import DocumentPlan, PageEvent, Reporter
+from ocrcli.summary import flagged_entry, flagged_message, page_counts, run_exit_code, run_summary
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,13 @@ class DocumentWork:
     document: Document
     pages: list[int]
 
+    def refs(self) -> list[PageRef]:
+        return [PageRef(self.index, self.document.path, self.document.kind, p) for p in self.pages]
+
 
 @dataclass(frozen=True)
 class PageOutcome:
-    """What a worker reports back for one written page."""
+    """What the ledger hears of one written page."""
 
     doc_index: int
     page: int
@@ -37,11 +41,17 @@ class PageOutcome:
     error: str | None = None
     tokens: int = 0
     verify_steps: int = 0
+    seconds: float | None = None  # from rendering to written, where it is known
+
+    @classmethod
+    def of(cls, doc_index: int, record: PageRecord, seconds: float | None = None) -> PageOutcome:
+        return cls(doc_index, record.page, record.status, record.error, record.tokens,
+                   record.verify_steps, seconds)
 
 
 class RunLedger:
-    def __init__(self, tree: OutputTree, docs: list[Document], fingerprint: str, model_id: str,
-                 reporter: Reporter, accept: frozenset[str] = frozenset()):
+    def __init__(self, tree: OutputTree, docs: list[Document], fingerprint: str | None,
+                 model_id: str, reporter: Reporter, accept: frozenset[str] = frozenset()):
         self.tree = tree
         self.docs = docs
         self.fingerprint = fingerprint
@@ -72,7 +82,7 @@ class RunLedger:
                 self.remaining[i] = len(todo)
         self.report.start(len(self.docs), sum(len(w.pages) for w in work),
                           [DocumentPlan(display_path(w.document.path), len(w.pages)) for w in work])
-        for i, doc in enumerate(self.docs):
+        for i, doc in enumerate(self.docs):  # nothing to do: documents complete already
             if i not in self.remaining:
                 self._finish_document(doc)
         return work
@@ -85,15 +95,14 @@ class RunLedger:
         if outcome.status not in CONVERTED:
             self.failures.append({"source": path_text(doc.path), "page": outcome.page,
                                   "status": outcome.status, "error": outcome.error})
-            self.report.problem(f"{display_path(doc.path)} page {outcome.page}: {outcome.error}")
         elif outcome.status != "ok":
             self.flagged.append(flagged_entry(path_text(doc.path), outcome.page, outcome.status,
                                               outcome.error))
-            self.report.problem(f"{display_path(doc.path)} page {outcome.page}: {outcome.status}: "
-                                f"{outcome.error}")
         output = self.tree.page_stem(doc.rel, outcome.page).with_suffix(".json")
+        # A page that is not ok is told once, by the reporter's page event or line, with its
+        # reason (progress.page_problem); no problem line of its own beside it.
         self.report.page(outcome.tokens, outcome.verify_steps, PageEvent(
-            display_path(doc.path), outcome.page, outcome.status, outcome.error, None,
+            display_path(doc.path), outcome.page, outcome.status, outcome.error, outcome.seconds,
             path_text(output)))
         self.remaining[outcome.doc_index] -= 1
         if self.remaining[outcome.doc_index] == 0:
@@ -125,9 +134,11 @@ class RunLedger:
             return flagged_message(self.flagged, self.accept)
         return None
 
-    def summary(self, elapsed: float, interrupted: bool) -> dict:
+    def summary(self, elapsed: float, interrupted: bool, extra: dict | None = None) -> dict:
+        """`summary.json`: the run's counts, then `extra` (what only one path knows), then the
+        exit code."""
         c = self.counts
         return run_summary(self.model_id, self.fingerprint, self.docs, page_counts(c, self.skipped),
                            self.failures, interrupted, elapsed, c["tokens"], c["verify_steps"],
-                           self.flagged) | {
+                           self.flagged) | (extra or {}) | {
             "exit_code": int(self.exit_code(interrupted))}

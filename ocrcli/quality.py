@@ -1,10 +1,10 @@
-"""Dense verifiable checks on Markdown output, usable as rewards.
+"""Page quality checks: dense verifiable checks on one page's Markdown.
 
 Each check reads one page of Markdown and returns partial credit in [0, 1],
 1.0 meaning nothing wrong was found (including "nothing to check"). They need
-no ground truth, so they serve both as per-page quality flags in the
-converter's output and as reward functions for RL fine-tuning, in the spirit
-of the verifiable rewards of Jina-OCR-v1:
+no ground truth, so they serve both as the per-page quality flags in the
+converter's output (`pages.PageAssembly.record`) and as reward functions for RL
+fine-tuning, in the spirit of the verifiable rewards of Jina-OCR-v1:
 
 * :func:`formula_score`: math delimiters pair up and every formula is
   well formed (balanced braces, ``\\left``/``\\right`` and ``\\begin``/``\\end``).

@@ -1,6 +1,6 @@
 import pytest
 
-from ocrcli.evaluation.checks import (
+from ocrcli.quality import (
     REWARD_FUNCTIONS,
     formula_is_wellformed,
     formula_score,

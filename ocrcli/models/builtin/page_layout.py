@@ -1,0 +1,734 @@
+"""Page layout analysis for the built-in model: which way is up, where the columns, tables,
+pictures and running headers and footers are, and in which order the text is read.
+
+The line reader reads one line at a time, so a page must first become lines in reading order.
+`layout.segment_lines` finds the lines of a single column; this module finds the regions those
+lines live in. All of it works on the page's ink mask, classically:
+
+- orientation: text lines leave empty rows between them; across the lines every row holds
+  ink. Rows and columns of page strips are compared to tell horizontal text from text turned
+  by 90 degrees; then upright from upside-down by the ink above and below each line's x-height
+  band (ascenders and capitals outweigh descenders in Latin script about three to one);
+- rulings: long thin horizontal or vertical runs of ink are rules (table grids, frames,
+  separators), kept out of the text and used as table column boundaries;
+- pictures: connected ink blobs far larger than any character are pictures; they and
+  whatever lies inside their box (a chart's labels) are never read;
+- regions: a recursive cut on whitespace (XY-cut). A region's rows are split at every empty
+  row band into slices; consecutive slices that share a tall empty column band (a gutter)
+  form a group, which is either text columns (each wide: read column after column) or a
+  table (narrow cells in rows: read cell by cell); everything else is running text;
+- page furniture: a lone short line at the very top or bottom of a full page, set apart from
+  the body by a wide gap, is a running header or footer (or a page number).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from PIL import Image
+
+from ocrcli.models.builtin.layout import LineBox, PageInk, despeckle, ink_mask, lines_in, near_ink
+
+COLUMN_MIN_WIDTH = 10.0  # line heights: a text column holds at least this much (about 25 characters)
+GUTTER_MIN_WIDTH = 1.2  # line heights: a narrower run of empty columns is a space between words
+FURNITURE_ZONE = 0.1  # share of the page height at its top and bottom where headers/footers sit
+
+
+# --- runs and connected components -------------------------------------------------------
+
+
+def _row_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Horizontal runs of True in a 2-D mask: their rows, first columns and ends (exclusive),
+    ordered by row, then by column."""
+    h, w = mask.shape
+    padded = np.zeros((h, w + 2), dtype=np.int8)
+    padded[:, 1:-1] = mask
+    d = np.diff(padded, axis=1)
+    flat = np.flatnonzero(d)
+    rows, cols = np.divmod(flat, w + 1)
+    rising = d.ravel()[flat] == 1  # runs alternate: each start is followed by its end
+    return rows[rising], cols[rising], cols[~rising]
+
+
+def _mask_of_runs(shape: tuple[int, int], rows: np.ndarray, starts: np.ndarray,
+                  ends: np.ndarray) -> np.ndarray:
+    h, w = shape
+    out = np.zeros((h, w), dtype=bool)
+    if rows.size == 0:
+        return out
+    # Only the rows that hold a run are filled: most masks made here are sparse.
+    used, local = np.unique(rows, return_inverse=True)
+    marks = np.zeros((used.size, w + 1), dtype=np.int16)
+    np.add.at(marks, (local, starts), 1)
+    np.add.at(marks, (local, ends), -1)
+    out[used] = np.cumsum(marks, axis=1)[:, :w] > 0
+    return out
+
+
+def long_runs(mask: np.ndarray, min_len: int, axis: int = 1) -> np.ndarray:
+    """Pixels of `mask` in runs of at least `min_len` along `axis` (1: rows, 0: columns)."""
+    out = np.zeros_like(mask)
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if rows.size == 0:
+        return out
+    # Work on the box that holds ink: masks of rules are small.
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    m = mask[box] if axis == 1 else np.ascontiguousarray(mask[box].T)
+    r, starts, ends = _row_runs(m)
+    keep = ends - starts >= min_len
+    found = _mask_of_runs(m.shape, r[keep], starts[keep], ends[keep])
+    out[box] = found if axis == 1 else found.T
+    return out
+
+
+def short_runs(mask: np.ndarray, max_len: int, axis: int = 1) -> np.ndarray:
+    """Pixels of `mask` in runs of at most `max_len` along `axis`."""
+    return mask & ~long_runs(mask, max_len + 1, axis)
+
+
+@dataclass
+class Components:
+    """8-connected components of a mask: one row of `boxes` per component (top, left, bottom,
+    right, all inclusive), its pixel count in `area`, and each horizontal run's component."""
+
+    boxes: np.ndarray  # int [n, 4]
+    area: np.ndarray  # int [n]
+    run_rows: np.ndarray
+    run_starts: np.ndarray
+    run_ends: np.ndarray
+    run_label: np.ndarray
+
+    def mask(self, shape: tuple[int, int], labels: np.ndarray) -> np.ndarray:
+        """Pixels of the components whose labels are given."""
+        keep = np.isin(self.run_label, labels)
+        return _mask_of_runs(shape, self.run_rows[keep], self.run_starts[keep], self.run_ends[keep])
+
+    def pixels(self, label: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column indices of one component's pixels."""
+        keep = self.run_label == label
+        starts, ends = self.run_starts[keep], self.run_ends[keep]
+        lengths = ends - starts
+        rows = np.repeat(self.run_rows[keep], lengths)
+        offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return rows, np.repeat(starts, lengths) + offsets
+
+    def touching(self, mask: np.ndarray) -> np.ndarray:
+        """Labels of the components that share a pixel with `mask`."""
+        counts = np.zeros((mask.shape[0], mask.shape[1] + 1), dtype=np.int32)
+        np.cumsum(mask, axis=1, out=counts[:, 1:])
+        hit = counts[self.run_rows, self.run_ends] > counts[self.run_rows, self.run_starts]
+        return np.unique(self.run_label[hit])
+
+
+def components(mask: np.ndarray) -> Components:
+    """Connected components by runs: runs on adjacent rows that touch (diagonals included) are
+    joined, by repeated hooking of roots and pointer jumping, all in numpy."""
+    h, w = mask.shape
+    rows, starts, ends = _row_runs(mask)
+    n = rows.size
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Components(np.zeros((0, 4), dtype=np.int64), empty, empty, empty, empty, empty)
+    stride = w + 2
+    base = rows.astype(np.int64) * stride
+    start_key, end_key = base + starts, base + ends
+    above = base - stride
+    # Runs of the row above that touch run b: end (exclusive) >= b's start, start <= b's end.
+    lo = np.searchsorted(end_key, above + starts, side="left")
+    hi = np.searchsorted(start_key, above + ends, side="right")
+    counts = np.maximum(hi - lo, 0)
+    b = np.repeat(np.arange(n), counts)
+    offsets = np.arange(b.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    a = np.repeat(lo, counts) + offsets
+    parent = np.arange(n)
+    while a.size:
+        pa, pb = parent[a], parent[b]
+        differ = pa != pb
+        if not differ.any():
+            break
+        low = np.minimum(pa, pb)[differ]
+        np.minimum.at(parent, pa[differ], low)
+        np.minimum.at(parent, pb[differ], low)
+        while True:
+            nxt = parent[parent]
+            if np.array_equal(nxt, parent):
+                break
+            parent = nxt
+    _, label = np.unique(parent, return_inverse=True)
+    k = int(label.max()) + 1
+    boxes = np.empty((k, 4), dtype=np.int64)
+    boxes[:, 0], boxes[:, 1] = h, w
+    boxes[:, 2], boxes[:, 3] = -1, -1
+    np.minimum.at(boxes[:, 0], label, rows)
+    np.minimum.at(boxes[:, 1], label, starts)
+    np.maximum.at(boxes[:, 2], label, rows)
+    np.maximum.at(boxes[:, 3], label, ends - 1)
+    area = np.bincount(label, weights=ends - starts, minlength=k).astype(np.int64)
+    return Components(boxes, area, rows, starts, ends, label)
+
+
+def _runs_1d(flags: np.ndarray) -> list[tuple[int, int]]:
+    """Runs of True in a 1-D array as (start, end exclusive)."""
+    d = np.diff(np.concatenate(([0], flags.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
+
+
+# --- text scale and orientation -----------------------------------------------------------
+
+
+def _strips(length: int, n: int) -> list[tuple[int, int]]:
+    edges = np.linspace(0, length, n + 1).astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def line_height(ink: np.ndarray) -> float:
+    """The page's usual text line height in pixels: the median height of the ink bands that
+    vertical strips of the page show (strips, so that columns whose lines do not align still
+    show their own lines)."""
+    heights: list[int] = []
+    for x0, x1 in _strips(ink.shape[1], 4):
+        heights += [e - s for s, e in _runs_1d(ink[:, x0:x1].any(axis=1)) if e - s >= 4]
+    return float(np.median(heights)) if heights else 20.0
+
+
+def _nearest_gaps(q: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each query box (top, left, bottom, right), the gap to the nearest candidate box
+    beside it (left or right, overlapping it by half a height) and above or below it
+    (overlapping by half a width); inf where there is none."""
+    qt, ql, qb, qr = (v[:, None] for v in q.T)
+    ct, cl, cb, cr = c.T
+    qh, qw, ch, cw = qb - qt + 1, qr - ql + 1, cb - ct + 1, cr - cl + 1
+    rows_overlap = np.minimum(qb, cb) - np.maximum(qt, ct) + 1 >= 0.5 * np.minimum(qh, ch)
+    cols_overlap = np.minimum(qr, cr) - np.maximum(ql, cl) + 1 >= 0.5 * np.minimum(qw, cw)
+    side = np.where(cl > qr, cl - qr, np.where(cr < ql, ql - cr, -1))
+    updown = np.where(ct > qb, ct - qb, np.where(cb < qt, qt - cb, -1))
+    inf = np.float64(np.inf)
+    beside = np.where(rows_overlap & (side > 0), side, inf).min(axis=1)
+    stacked = np.where(cols_overlap & (updown > 0), updown, inf).min(axis=1)
+    return beside, stacked
+
+
+def letters(comps: Components) -> np.ndarray:
+    """Labels of the components sized like letters: within a factor of the median size (no
+    specks, no pictures, no rules)."""
+    boxes = comps.boxes
+    size = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) + 1
+    if size.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    med = float(np.median(size))
+    return np.flatnonzero((size >= 0.4 * med) & (size <= 2.5 * med) & (comps.area >= 4))
+
+
+def neighbour_votes(boxes: np.ndarray, sample: int = 600) -> tuple[int, int]:
+    """Letters (their boxes) whose nearest neighbour sits beside them, and letters whose
+    nearest neighbour sits above or below them. Along a text line letters are a stroke apart;
+    the next line is further away, so horizontal text votes "beside", text turned by 90
+    degrees "stacked"."""
+    if len(boxes) < 20:
+        return 0, 0
+    queries = boxes[:: max(1, len(boxes) // sample)]
+    beside_votes = stacked_votes = 0
+    for i in range(0, len(queries), 150):  # in chunks: a chunk compares 150 letters with all
+        beside, stacked = _nearest_gaps(queries[i : i + 150], boxes)
+        beside_votes += int((beside < stacked).sum())
+        stacked_votes += int((stacked < beside).sum())
+    return beside_votes, stacked_votes
+
+
+def upside_down_evidence(ink: np.ndarray, lh: float) -> tuple[float, float]:
+    """Ink above and below the x-height bands of the page's text lines (summed). A line's band
+    is found per vertical strip; its x-height part is the rows holding at least half the
+    band's densest row. Upright Latin text has more ink above (ascenders, capitals, dots)."""
+    above = below = 0.0
+    for x0, x1 in _strips(ink.shape[1], 4):
+        counts = ink[:, x0:x1].sum(axis=1).astype(np.float64)
+        for s, e in _runs_1d(counts > 0):
+            if not 0.5 * lh <= e - s <= 2.0 * lh:
+                continue
+            band = counts[s:e]
+            core = np.flatnonzero(band >= 0.5 * band.max())
+            above += float(band[: core[0]].sum())
+            below += float(band[core[-1] + 1 :].sum())
+    return above, below
+
+
+def orientation(ink: np.ndarray, comps: Components | None = None) -> int:
+    """Quarter turns (counterclockwise, as `np.rot90` counts them) that make the page upright:
+    0, 1, 2 or 3. Pages with too little text to tell stay as they are."""
+    if ink.sum() < 500:
+        return 0
+    comps = components(ink) if comps is None else comps
+    found = letters(comps)
+    beside, stacked = neighbour_votes(comps.boxes[found])
+    turns = 1 if stacked > 2 * beside and stacked >= 20 else 0
+    # Letters alone: a photograph's blotches have no x-height band to weigh ink around.
+    text = comps.mask(ink.shape, found)
+    upright = np.rot90(text, turns) if turns else text
+    above, below = upside_down_evidence(upright, line_height(upright))
+    if below > 1.3 * above and below - above > 0.005 * float(upright.sum()):
+        turns += 2
+    return turns % 4
+
+
+# --- rules and pictures -------------------------------------------------------------------
+
+
+def rulings(ink: np.ndarray, lh: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels of horizontal and vertical rules: runs far longer than any letter's stroke
+    (5 line heights across, 3 down) and thin (a filled box or a photo is not a rule)."""
+    thin = max(4, int(round(0.35 * lh)))
+    horizontal = long_runs(ink, max(40, int(5 * lh)), axis=1)
+    horizontal = short_runs(horizontal, thin, axis=0)
+    vertical = long_runs(ink, max(30, int(3 * lh)), axis=0)
+    vertical = short_runs(vertical, thin, axis=1)
+    return horizontal, vertical
+
+
+def flat_fills(gray: np.ndarray, ink: np.ndarray, lh: float, comps: Components) -> np.ndarray:
+    """Pixels of flat grey fills: shaded table rows or cells (a heat map's many shades), a
+    coloured box behind text. A fill is a dense blob at least a line tall and two wide, most
+    of whose pixels are grey (not black) and level with their right and lower neighbours; a
+    photograph's grain makes few of its pixels level. Such a fill is background: text on it
+    is darker than the fill and stays; read as ink, the fill would make the text one picture."""
+    out = np.zeros_like(ink)
+    if comps.area.size == 0:
+        return out
+    hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
+    wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
+    candidates = np.flatnonzero((comps.area >= 0.6 * hgt * wid) & (hgt >= lh) & (wid >= 2 * lh))
+    h, w = gray.shape
+    for label in candidates:
+        rows, cols = comps.pixels(int(label))
+        level = gray[rows, cols]
+        right = gray[rows, np.minimum(cols + 1, w - 1)]
+        below = gray[np.minimum(rows + 1, h - 1), cols]
+        flat = (level >= 60) & (np.abs(level - right) <= 2) & (np.abs(level - below) <= 2)
+        if flat.mean() >= 0.6:
+            out[rows[flat], cols[flat]] = True
+    return out
+
+
+def _merge_boxes(boxes: list[list[int]], reach: int) -> list[list[int]]:
+    """Boxes (top, left, bottom, right) joined while any two overlap or lie within `reach`."""
+    boxes = [list(b) for b in boxes]
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(boxes)):
+            for j in range(i + 1, len(boxes)):
+                a, b = boxes[i], boxes[j]
+                if (a[0] - reach <= b[2] and b[0] - reach <= a[2]
+                        and a[1] - reach <= b[3] and b[1] - reach <= a[3]):
+                    boxes[i] = [min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])]
+                    del boxes[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return boxes
+
+
+def picture_mask(ink: np.ndarray, rules: np.ndarray, lh: float, whole: Components
+                 ) -> tuple[np.ndarray, list[list[int]]]:
+    """Pixels of pictures and the pictures' boxes (top, left, bottom, right). A picture is a
+    blob of non-rule ink at least 3 line heights tall and wide (no letter is), or a dense
+    blob of at least 2, together with the rules it touches (a chart's axes); its box takes in
+    the small things in and just around it (a chart's labels), unless that would swallow
+    much of the page's text (a scan's dark border is not a frame around the text)."""
+    has_rules = bool(rules.any())
+    comps = components(ink & ~rules) if has_rules else whole  # `whole`: components of `ink`
+    if comps.area.size == 0:
+        return np.zeros_like(ink), []
+    hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
+    wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
+    dense = comps.area >= 0.5 * hgt * wid
+    big = ((hgt >= 3 * lh) & (wid >= 3 * lh)) | (dense & (hgt >= 2 * lh) & (wid >= 2 * lh))
+    if not big.any():
+        return np.zeros_like(ink), []
+    cores = comps.mask(ink.shape, np.flatnonzero(big))
+    boxes = comps.boxes[big].tolist()
+    if has_rules:
+        boxes += whole.boxes[whole.touching(cores)].tolist()
+    small = ~big & (hgt <= 2 * lh)
+    t_, l_, b_, r_ = comps.boxes.T
+    mask = cores.copy()
+    kept: list[list[int]] = []
+    near = 0.75 * lh
+    for top, left, bottom, right in _merge_boxes(boxes, int(lh // 2)):
+        inside = (small & (b_ >= top - near) & (t_ <= bottom + near)
+                  & (r_ >= left - near) & (l_ <= right + near))
+        if inside.sum() > max(60, 0.3 * small.sum()):
+            continue  # only the blob itself is left out, not what it surrounds
+        for i in np.flatnonzero(inside):
+            t, lf, b, r = comps.boxes[i]
+            top, left, bottom, right = min(top, t), min(left, lf), max(bottom, b), max(right, r)
+        mask[top : bottom + 1, left : right + 1] = True
+        kept.append([int(top), int(left), int(bottom), int(right)])
+    return mask, kept
+
+
+# --- regions ------------------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    """A region of the page in reading order: running text, a table, a picture, or a running
+    header or footer. Coordinates are pixels, ends exclusive."""
+
+    kind: str  # text | table | figure | header | footer
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+    rows: list[tuple[int, int]] = field(default_factory=list)  # a table's row spans (y0, y1)
+    cols: list[tuple[int, int]] = field(default_factory=list)  # a table's column spans (x0, x1)
+
+
+@dataclass
+class _Slice:
+    y0: int
+    y1: int  # exclusive
+    used: np.ndarray  # bool per column of the region: ink in this slice
+    gaps: list[tuple[int, int, bool]]  # interior empty column runs (x0, x1, holds a rule)
+
+
+@dataclass
+class _Group:
+    slices: list[_Slice]
+    gutters: list[tuple[int, int, bool]]  # region-relative x spans, exclusive ends
+
+
+class _Cutter:
+    """The recursive whitespace cut of one page."""
+
+    def __init__(self, solid: np.ndarray, vrules: np.ndarray, lh: float, shaded: np.ndarray):
+        self.solid = solid  # ink that blocks a cut: text, and pictures as filled boxes
+        self.vrules = vrules
+        self.lh = lh
+        self.shaded = shaded  # per row and column: paper darker than the page (code blocks)
+
+    def slices(self, x0: int, y0: int, x1: int, y1: int) -> list[_Slice]:
+        """The region's rows split at every empty row band, each with its gaps: empty column
+        runs between inked ones, as wide as a gutter, or holding a vertical rule."""
+        region = self.solid[y0:y1, x0:x1]
+        out = []
+        for s, e in _runs_1d(region.any(axis=1)):
+            used = region[s:e].any(axis=0)
+            ruled = self.vrules[y0 + s : y0 + e, x0:x1].any(axis=0)
+            gaps = []
+            inked = np.flatnonzero(used)
+            for a, b in _runs_1d(~used):
+                if a <= inked[0] or b > inked[-1]:
+                    continue  # a margin, not a gap between two things
+                has_rule = bool(ruled[a:b].any())
+                if b - a >= GUTTER_MIN_WIDTH * self.lh or has_rule:
+                    gaps.append((a, b, has_rule))
+            out.append(_Slice(y0 + s, y0 + e, used, gaps))
+        return out
+
+    def _intersect(self, gutters: list[tuple[int, int, bool]], gaps: list[tuple[int, int, bool]]
+                   ) -> list[tuple[int, int, bool]]:
+        out = []
+        for a0, a1, ra in gutters:
+            for b0, b1, rb in gaps:
+                lo, hi = max(a0, b0), min(a1, b1)
+                ruled = ra and rb
+                if hi - lo >= (1 if ruled else GUTTER_MIN_WIDTH * self.lh):
+                    out.append((lo, hi, ruled))
+        return out
+
+    def groups(self, slices: list[_Slice]) -> list[_Group]:
+        """Consecutive slices sharing a gutter, greedily; a slice without one is a group alone.
+        A group of one short slice is no group: one line with a wide space in it."""
+        groups: list[_Group] = []
+        for sl in slices:
+            last = groups[-1] if groups else None
+            common = self._intersect(last.gutters, sl.gaps) if last and last.gutters else []
+            if common:
+                last.slices.append(sl)
+                last.gutters = common
+            else:
+                groups.append(_Group([sl], list(sl.gaps)))
+        for g in groups:
+            if len(g.slices) < 2 and g.slices[0].y1 - g.slices[0].y0 < 2.5 * self.lh:
+                g.gutters = []
+        return self._absorb(groups)
+
+    def _absorb(self, groups: list[_Group]) -> list[_Group]:
+        """A slice without gutters joins a neighbouring group, near it, when its ink stays clear
+        of the group's gutters (the end of a column that runs longer than its neighbour, a
+        table cell's second line); neighbouring groups whose gutters line up are one group."""
+        while True:
+            merge = self._next_merge(groups)
+            if merge is None:
+                return groups
+            i, j = merge
+            keep, gone = groups[j], groups[i]  # `keep` has gutters (`_next_merge`)
+            if gone.gutters:  # two groups whose gutters line up: the gutters they share
+                keep.gutters = self._intersect(keep.gutters, gone.gutters)
+            keep.slices = sorted(keep.slices + gone.slices, key=lambda s: s.y0)
+            groups.remove(gone)
+
+    def _next_merge(self, groups: list[_Group]) -> tuple[int, int] | None:
+        """(i, j): group i joins its neighbour j, which has gutters; None when none does."""
+        for i, g in enumerate(groups):
+            for j in (i - 1, i + 1):
+                if not 0 <= j < len(groups) or not groups[j].gutters:
+                    continue
+                other = groups[j]
+                gap = (other.slices[0].y0 - g.slices[-1].y1 if j > i
+                       else g.slices[0].y0 - other.slices[-1].y1)
+                if gap > 2 * self.lh:
+                    continue
+                if g.gutters and j > i and self._intersect(g.gutters, other.gutters):
+                    return i, j
+                if not g.gutters and len(g.slices) == 1 and _clear_of(g.slices[0], other):
+                    return i, j
+        return None
+
+    def cut(self, x0: int, y0: int, x1: int, y1: int, depth: int = 0) -> list[Block]:
+        """Blocks of the region in reading order."""
+        slices = self.slices(x0, y0, x1, y1)
+        if not slices:
+            return []
+        groups = self.groups(slices) if depth < 6 else [_Group(slices, [])]
+        blocks: list[Block] = []
+        text: list[_Slice] = []
+        bounds = _spans([(g.slices[0].y0, g.slices[-1].y1) for g in groups], y0, y1)
+        for g, (top, bottom) in zip(groups, bounds):
+            kind = self._kind(g, x0, x1) if g.gutters else "text"
+            if kind == "text":
+                text.append(_Slice(top, bottom, g.slices[0].used, []))
+                continue
+            if text:
+                blocks.append(Block("text", x0, text[0].y0, x1, text[-1].y1))
+                text = []
+            parts = _spans(_parts(g.gutters, x1 - x0), 0, x1 - x0)
+            if kind == "columns":
+                bands = self._bands(g)
+                spans = _spans([(band[0].y0, band[-1].y1) for band in bands], top, bottom)
+                for band_top, band_bottom in spans:
+                    for a, b in parts:
+                        blocks += self.cut(x0 + a, band_top, x0 + b, band_bottom, depth + 1)
+            else:
+                rows = _table_rows(g)
+                blocks.append(Block("table", x0, top, x1, bottom, _spans(rows, top, bottom),
+                                    [(x0 + a, x0 + b) for a, b in parts]))
+        if text:
+            blocks.append(Block("text", x0, text[0].y0, x1, text[-1].y1))
+        return blocks
+
+    def _bands(self, g: _Group) -> list[list[_Slice]]:
+        """A column group cut at its widest empty bands across all its columns (at least 1.5
+        line heights, and every column holding something above and below each): a grid of
+        boxes (cards) is read row after row, as a whitespace cut takes the widest gap first.
+        Flowing columns rarely break at the same height by that much."""
+        gaps = [b.y0 - a.y1 for a, b in zip(g.slices, g.slices[1:])]
+        if not gaps:
+            return [g.slices]
+        wide = max(1.5 * self.lh, 0.9 * max(gaps))
+        bands = [[g.slices[0]]]
+        for gap, sl in zip(gaps, g.slices[1:]):
+            if gap >= wide:
+                bands.append([sl])
+            else:
+                bands[-1].append(sl)
+        if len(bands) > 1 and all(_fills_every_part(band, g.gutters) for band in bands):
+            return bands
+        return [g.slices]
+
+    def _kind(self, g: _Group, x0: int, x1: int) -> str:
+        """columns, table, or text (a shaded code block keeps its aligned comments as they are)."""
+        top, bottom = g.slices[0].y0, g.slices[-1].y1
+        if self.shaded[top:bottom, x0:x1].mean() > 0.5:
+            return "text"
+        if sum(self._pipe_row(s, x0, x1) for s in g.slices) >= 0.6 * len(g.slices):
+            return "text"  # rows typed with "|" between cells: the reader reads them as they are
+        used = np.zeros(x1 - x0, dtype=bool)
+        for s in g.slices:
+            used |= s.used
+        widths = []
+        for a, b in _parts(g.gutters, x1 - x0):
+            cols = np.flatnonzero(used[a:b])
+            widths.append(int(cols[-1] - cols[0] + 1) if cols.size else 0)
+        if min(widths) >= COLUMN_MIN_WIDTH * self.lh:
+            # A line or two with a wide space at the same place (code and its aligned
+            # comments) are read line by line; columns run down the page.
+            return "columns" if bottom - top >= 4 * self.lh else "text"
+        heights = [s.y1 - s.y0 for s in g.slices]
+        if len(g.slices) >= 2 and float(np.median(heights)) <= 3 * self.lh:
+            return "table"
+        return "columns"
+
+
+    def _pipe_row(self, sl: _Slice, x0: int, x1: int) -> bool:
+        """Whether a slice begins and ends with a thin stroke as tall as the slice: a row of a
+        table typed as text, "| a | b |"."""
+        runs = _runs_1d(sl.used)
+        if len(runs) < 3:
+            return False
+        region = self.solid[sl.y0 : sl.y1, x0:x1]
+        for a, b in (runs[0], runs[-1]):
+            if b - a > max(2, 0.25 * self.lh) or region[:, a:b].any(axis=1).mean() < 0.8:
+                return False
+        return True
+
+
+def _fills_every_part(slices: list[_Slice], gutters: list[tuple[int, int, bool]]) -> bool:
+    used = np.zeros_like(slices[0].used)
+    for sl in slices:
+        used |= sl.used
+    return all(used[a:b].any() for a, b in _parts(gutters, used.size))
+
+
+def _clear_of(sl: _Slice, group: _Group) -> bool:
+    return not any(sl.used[a:b].any() for a, b, _ in group.gutters)
+
+
+def _parts(gutters: list[tuple[int, int, bool]], width: int) -> list[tuple[int, int]]:
+    """The spans between gutters, each gutter split at its middle."""
+    cuts = [(a + b) // 2 for a, b, _ in sorted(gutters)]
+    edges = [0] + cuts + [width]
+    return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+def _spans(items: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """Consecutive items widened to tile [lo, hi): each boundary at the middle of the gap."""
+    out = []
+    for i, (a, b) in enumerate(items):
+        start = lo if i == 0 else (items[i - 1][1] + a) // 2
+        end = hi if i == len(items) - 1 else (b + items[i + 1][0]) // 2
+        out.append((start, end))
+    return out
+
+
+def _table_rows(g: _Group) -> list[tuple[int, int]]:
+    """A table's rows from its slices: a slice with nothing in the first column continues
+    the row above (a cell's second line)."""
+    first_col = _parts(g.gutters, g.slices[0].used.size)[0]
+    rows: list[list[int]] = []
+    for s in g.slices:
+        if rows and not s.used[first_col[0] : first_col[1]].any():
+            rows[-1][1] = s.y1
+        else:
+            rows.append([s.y0, s.y1])
+    return [(a, b) for a, b in rows]
+
+
+# --- the page -----------------------------------------------------------------------------
+
+
+@dataclass
+class PageLayout:
+    """A page made ready for the line reader: the upright page (rules and pictures painted as
+    paper, so that no crop shows them), the quarter turns that made it upright, its blocks and
+    its line boxes in reading order."""
+
+    image: Image.Image  # "L"
+    turns: int  # counterclockwise quarter turns applied to the input page
+    blocks: list[Block]
+    boxes: list[LineBox]
+
+
+def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
+    """How many of the page's first and last slices (up to two each) are running headers and
+    footers: one line in the page's top (bottom) tenth, on a page with a body, set apart from
+    what follows (precedes) it by a wide gap: wider than any gap inside the body for a line of
+    body size (a paragraph's last line after a paragraph gap is no footer), or than the
+    body's line gaps for a line of smaller print (page numbers, running titles). Two: a
+    running title and a page number, one above the other."""
+    if len(slices) < 6:
+        return 0, 0
+    gaps = [b.y0 - a.y1 for a, b in zip(slices, slices[1:])]
+    inner = gaps[2:-2] or gaps
+    apart = max(1.5 * lh, 2.0 * float(np.median(gaps)))
+    beyond_body = max(apart, 1.3 * max(inner))
+
+    def lone(sl: _Slice, gap: int) -> bool:
+        height = sl.y1 - sl.y0
+        return (height <= 1.25 * lh and gap >= beyond_body) or (height <= 0.85 * lh and gap >= apart)
+
+    top = 0
+    while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and lone(slices[top], gaps[top]):
+        top += 1
+    bottom = 0
+    while (bottom < 2 and slices[-1 - bottom].y0 >= (1 - FURNITURE_ZONE) * height
+           and lone(slices[-1 - bottom], gaps[-1 - bottom])):
+        bottom += 1
+    return top, bottom
+
+
+def page_blocks(cutter: _Cutter, width: int, height: int) -> list[Block]:
+    """The page's blocks in reading order: header, body regions, footer."""
+    slices = cutter.slices(0, 0, width, height)
+    if not slices:
+        return []
+    header, footer = furniture(slices, height, cutter.lh)
+    top = (slices[header - 1].y1 + slices[header].y0) // 2 if header else 0
+    bottom = (slices[-footer - 1].y1 + slices[-footer].y0) // 2 if footer else height
+    blocks = [Block("header", 0, 0, width, top)] if header else []
+    blocks += cutter.cut(0, top, width, bottom)
+    if footer:
+        blocks.append(Block("footer", 0, bottom, width, height))
+    return blocks
+
+
+def _block_boxes(page: PageInk, blocks: list[Block], pictures: list[list[int]]) -> list[LineBox]:
+    """Line boxes of every block, in reading order: a table's by row, then column; a
+    picture's placeholder among the lines of the text block it sits in, by its top."""
+    out: list[LineBox] = []
+    for bi, blk in enumerate(blocks):
+        if blk.kind == "table":
+            for r, (ya, yb) in enumerate(blk.rows):
+                for c, (xa, xb) in enumerate(blk.cols):
+                    out += [replace(b, kind="cell", block=bi, cell=(r, c))
+                            for b in lines_in(page, (xa, ya, xb, yb))]
+            continue
+        kind = blk.kind if blk.kind in ("header", "footer") else "text"
+        lines = [replace(b, kind=kind, block=bi)
+                 for b in lines_in(page, (blk.x0, blk.y0, blk.x1, blk.y1))]
+        if kind == "text":
+            for top, left, bottom, right in pictures:
+                cy, cx = (top + bottom) // 2, (left + right) // 2
+                if blk.y0 <= cy < blk.y1 and blk.x0 <= cx < blk.x1:
+                    lines.append(LineBox(left, top, right, bottom, top, bottom, False, False,
+                                         kind="figure", block=bi))
+            lines.sort(key=lambda b: b.ink_top)
+        out += lines
+    return out
+
+
+def analyse_page(image: Image.Image) -> PageLayout:
+    """The page's layout: turned upright, cleared of rules and pictures, cut into blocks,
+    and its lines found block by block."""
+    gray = np.asarray(image.convert("L"), dtype=np.float32)
+    ink = despeckle(ink_mask(gray))
+    comps = components(ink)
+    turns = orientation(ink, comps)
+    if turns:
+        gray = np.ascontiguousarray(np.rot90(gray, turns))
+        ink = np.ascontiguousarray(np.rot90(ink, turns))
+        comps = components(ink)
+    lh = line_height(ink)
+    sample = (slice(None, None, 2), slice(None, None, 2))  # a paper level to paint with, cheaply
+    paper = float(np.median(gray[sample][~ink[sample]])) if not ink[sample].all() else 255.0
+    fills = flat_fills(gray, ink, lh, comps)
+    if fills.any():  # painted as paper: the text on them is what is left of their ink
+        gray = np.where(fills, np.float32(paper), gray)
+        ink = despeckle(ink & ~fills)
+        comps = components(ink)
+    hrules, vrules = rulings(ink, lh)
+    pictures, picture_boxes = picture_mask(ink, hrules | vrules, lh, comps)
+    text_ink = ink & ~hrules & ~vrules & ~pictures
+    painted = (near_ink(hrules | vrules, 1) & ~text_ink) | pictures
+    clean = np.where(painted, np.float32(paper), gray)
+    solid = text_ink.copy()
+    for top, left, bottom, right in picture_boxes:
+        solid[top : bottom + 1, left : right + 1] = True
+    cutter = _Cutter(solid, vrules, lh, clean < paper - 8)
+    h, w = gray.shape
+    blocks = page_blocks(cutter, w, h)
+    boxes = _block_boxes(PageInk.of(clean, text_ink), blocks, picture_boxes)
+    upright = Image.fromarray(np.clip(clean, 0, 255).astype(np.uint8))
+    return PageLayout(upright, turns, blocks, boxes)

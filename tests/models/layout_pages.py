@@ -1,0 +1,184 @@
+"""Synthetic pages for the page layout tests: typeset with PIL in the fonts the training data
+uses (`ocrcli.training.synth.available_fonts`), so the tests need nothing but the repository
+and DejaVu. Each builder returns the page and what is known about where things are."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from ocrcli.training.synth import _font, available_fonts
+
+WIDTH, HEIGHT = 1224, 1584  # a US letter page at 144 dpi
+BODY = 20  # body text size in pixels
+LEADING = 27
+
+WORDS = ("the of and to in is was for on that with as by it at from this be are have an which "
+         "paper reading column layout page figure table order line text model result data each "
+         "first second value method system results show using number between").split()
+
+
+@dataclass
+class Page:
+    image: Image.Image
+    lines: list[tuple[str, tuple[int, int, int, int]]] = field(default_factory=list)  # text, box
+    regions: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # x0, y0, x1, y1
+
+
+def _serif(size: int = BODY) -> ImageFont.FreeTypeFont:
+    return _font(available_fonts()["serif"][0], size)
+
+
+def _bold(size: int) -> ImageFont.FreeTypeFont:
+    return _font(available_fonts()["bold"][0], size)
+
+
+def _wrap(text: str, font: ImageFont.FreeTypeFont, width: int) -> list[str]:
+    lines, cur = [], ""
+    for word in text.split():
+        trial = f"{cur} {word}" if cur else word
+        if cur and font.getlength(trial) > width:
+            lines.append(cur)
+            cur = word
+        else:
+            cur = trial
+    return lines + ([cur] if cur else [])
+
+
+def paragraphs(page: Page, draw: ImageDraw.ImageDraw, x: int, y: int, width: int, bottom: int,
+               rng: random.Random, size: int = BODY) -> int:
+    """Paragraphs of random words from `y` down to `bottom`; returns the next free `y`."""
+    font = _serif(size)
+    leading = int(size * 1.35)
+    while y + leading <= bottom:
+        for line in _wrap(" ".join(rng.choice(WORDS) for _ in range(40)), font, width):
+            if y + leading > bottom:
+                break
+            draw.text((x, y), line, font=font, fill=0)
+            page.lines.append((line, tuple(int(v) for v in draw.textbbox((x, y), line, font=font))))
+            y += leading
+        y += size // 2
+    return y
+
+
+def blank() -> tuple[Page, ImageDraw.ImageDraw]:
+    page = Page(Image.new("L", (WIDTH, HEIGHT), 255))
+    return page, ImageDraw.Draw(page.image)
+
+
+def columns_page(n: int = 2, seed: int = 0, gutter: int = 50) -> Page:
+    """A title across the page, then `n` columns of running text."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    draw.text((90, 90), "A Study of Page Layout", font=_bold(36), fill=0)
+    page.regions["title"] = (90, 90, WIDTH - 90, 140)
+    width = (WIDTH - 180 - (n - 1) * gutter) // n
+    for c in range(n):
+        x = 90 + c * (width + gutter)
+        first = len(page.lines)
+        paragraphs(page, draw, x, 180, width, HEIGHT - 120, rng)
+        page.regions[f"column{c}"] = (x, 180, x + width, HEIGHT - 120)
+        assert len(page.lines) > first
+    return page
+
+
+def chart_page(seed: int = 0) -> Page:
+    """Text, a line-and-bar chart with axes and tick labels, then more text."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    y = paragraphs(page, draw, 100, 100, 1000, 320, rng)
+    top = y + 30
+    draw.line((200, top, 200, top + 400), fill=0, width=2)
+    draw.line((200, top + 400, 900, top + 400), fill=0, width=2)
+    draw.line([(200 + i * 7, top + 200 - int(150 * math.sin(i / 12))) for i in range(100)],
+              fill=0, width=3)
+    for i in range(5):
+        draw.rectangle((300 + i * 110, top + 400 - 60 * (i + 1), 340 + i * 110, top + 400), fill=80)
+    for i in range(6):
+        draw.text((190 + i * 120, top + 410), str(i * 10), font=_serif(16), fill=0)
+    page.regions["figure"] = (190, top, 900, top + 430)
+    paragraphs(page, draw, 100, top + 480, 1000, 1200, rng)
+    return page
+
+
+def photo_page(seed: int = 0) -> Page:
+    """Text, a grey-level photograph (blurred noise), then more text."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    y = paragraphs(page, draw, 100, 100, 1000, 260, rng)
+    gen = np.random.default_rng(seed)
+    coarse = Image.fromarray(gen.integers(0, 255, (12, 20)).astype(np.uint8))
+    arr = np.asarray(coarse.resize((600, 380), Image.BICUBIC), dtype=np.float32)
+    arr = arr + gen.normal(0, 6, arr.shape)  # a photograph's levels are many, not a few flat shades
+    page.image.paste(Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8)), (300, y + 30))
+    page.regions["figure"] = (300, y + 30, 900, y + 410)
+    paragraphs(page, draw, 100, y + 450, 1000, 1100, rng)
+    return page
+
+
+TABLE = [["Name", "Count", "Price", "Share"], ["Paper", "282", "45.16", "85%"],
+         ["Model", "718", "90.86", "46%"], ["Column", "333", "61.05", "63%"],
+         ["Figure", "646", "33.86", "25%"], ["Order", "17", "72.69", "15%"]]
+
+
+def table_page(ruled: bool, seed: int = 0, shade: int | None = None) -> Page:
+    """Text, a 6 x 4 table (a rule under the header; with `ruled`, a full grid; with `shade`,
+    every other body row on a grey band of that level, dark enough to count as ink), more
+    text."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    y = paragraphs(page, draw, 100, 100, 1000, 240, rng) + 40
+    xs = [100, 400, 650, 900, 1120]
+    top = y
+    for r, row in enumerate(TABLE):
+        if shade is not None and r % 2:
+            draw.rectangle((xs[0], y, xs[-1], y + 40), fill=shade)
+        for c, cell in enumerate(row):
+            draw.text((xs[c] + 12, y + 8), cell, font=_serif(), fill=0)
+        y += 44
+        if ruled or r == 0:
+            draw.line((xs[0], y - 2, xs[-1], y - 2), fill=0, width=2)
+    if ruled:
+        draw.line((xs[0], top - 2, xs[-1], top - 2), fill=0, width=2)
+        for x in xs:
+            draw.line((x, top - 2, x, y - 2), fill=0, width=2)
+    page.regions["table"] = (xs[0], top, xs[-1], y)
+    paragraphs(page, draw, 100, y + 50, 1000, 900, rng)
+    return page
+
+
+def furniture_page(seed: int = 0, heading: bool = False, imprint: bool = False) -> Page:
+    """A running header, a body (under a big heading with `heading`), a page number, and with
+    `imprint` a publisher's line below the page number."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    if heading:
+        draw.text((100, 60), "Results", font=_bold(40), fill=0)
+        page.regions["heading"] = (100, 60, 400, 110)
+    else:
+        draw.text((100, 50), "Journal of Layout Studies, vol. 3", font=_serif(16), fill=0)
+        page.regions["header"] = (100, 50, 500, 70)
+    paragraphs(page, draw, 100, 160, 1000, 1300, rng)
+    y = 1470 if imprint else 1520
+    draw.text((600, y), "17", font=_serif(16), fill=0)
+    page.regions["footer"] = (600, y, 630, y + 20)
+    if imprint:
+        draw.text((100, 1540), "Published by the Layout Press, 2024", font=_serif(12), fill=0)
+        page.regions["imprint"] = (100, 1540, 400, 1556)
+    return page
+
+
+def cards_page(seed: int = 0) -> Page:
+    """A 2 x 2 grid of cards (a heading and a short paragraph each), rows far apart: read
+    card after card, row after row. `regions` holds each card's box as card1 .. card4."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    for i, (x, y) in enumerate([(90, 150), (660, 150), (90, 650), (660, 650)], 1):
+        draw.text((x, y), f"{i}. Card heading", font=_bold(28), fill=0)
+        bottom = paragraphs(page, draw, x, y + 60, 470, y + 330, rng)
+        page.regions[f"card{i}"] = (x, y, x + 470, bottom)
+    return page

@@ -1,0 +1,135 @@
+"""Page regions: columns read one after the other, pictures left out, running headers and
+footers kept apart from the body."""
+
+import random
+
+import numpy as np
+import pytest
+
+from ocrcli.models.builtin import LinePageAdapter
+from ocrcli.models.builtin.layout import assemble_markdown
+from ocrcli.models.builtin.page_layout import analyse_page
+from tests.models.layout_pages import (
+    _serif,
+    blank,
+    cards_page,
+    chart_page,
+    columns_page,
+    furniture_page,
+    paragraphs,
+    photo_page,
+)
+
+
+def _inside(box, region, slack: int = 6) -> bool:
+    x0, y0, x1, y1 = region
+    return box.x0 >= x0 - slack * 4 and box.x1 <= x1 + slack * 4 and box.ink_top >= y0 - slack \
+        and box.ink_bottom <= y1 + slack
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_columns_are_read_one_after_the_other(n):
+    page = columns_page(n, seed=n)
+    layout = analyse_page(page.image)
+    text = [b for b in layout.boxes if b.readable]
+    assert len(text) == len(page.lines) + 1  # every line, and the title
+    assert _inside(text[0], page.regions["title"])
+    # Reading order: the title, then every line of column 0, then of column 1, ...
+    at = 1
+    for c in range(n):
+        region = page.regions[f"column{c}"]
+        count = sum(1 for _, (x0, _, x1, _) in page.lines if region[0] <= (x0 + x1) / 2 < region[2])
+        assert all(_inside(b, region) for b in text[at : at + count]), f"column {c}"
+        tops = [b.ink_top for b in text[at : at + count]]
+        assert tops == sorted(tops)
+        at += count
+    assert at == len(text)
+
+
+def test_a_grid_of_cards_is_read_row_after_row():
+    page = cards_page()
+    layout = analyse_page(page.image)
+    order = []
+    for b in layout.boxes:
+        card = next(k for k, r in page.regions.items() if _inside(b, r))
+        if not order or order[-1] != card:
+            order.append(card)
+    assert order == ["card1", "card2", "card3", "card4"]
+
+
+def test_a_single_column_page_is_one_block():
+    page = columns_page(1, seed=5)
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks] == ["text"]
+    assert len(layout.boxes) == len(page.lines) + 1
+
+
+@pytest.mark.parametrize("make", [chart_page, photo_page])
+def test_pictures_are_never_read(make):
+    page = make()
+    layout = analyse_page(page.image)
+    figures = [b for b in layout.boxes if b.kind == "figure"]
+    assert len(figures) == 1 and not figures[0].readable
+    fx0, fy0, fx1, fy1 = page.regions["figure"]
+    f = figures[0]
+    assert f.x0 <= fx0 + 12 and f.x1 >= fx1 - 12 and f.y0 <= fy0 + 12 and f.y1 >= fy1 - 12
+    read = [b for b in layout.boxes if b.readable]
+    assert len(read) == len(page.lines)
+    assert not any(b.ink_bottom > fy0 and b.ink_top < fy1 for b in read)
+    # The picture is painted out of the image the lines are cut from.
+    crop = np.asarray(layout.image)[fy0 + 10 : fy1 - 30, fx0 + 10 : fx1 - 10]
+    assert crop.min() > 200
+
+
+def test_a_picture_becomes_a_placeholder_between_the_paragraphs_around_it():
+    page = chart_page(seed=2)
+    layout = analyse_page(page.image)
+    texts = ["line" if b.readable else "" for b in layout.boxes]
+    md = assemble_markdown(layout.boxes, texts)
+    before, _, after = md.partition("![figure]()")
+    assert before.strip() and after.strip() and "line" in before and "line" in after
+
+
+def test_running_header_and_page_number_are_kept_out_of_the_body():
+    page = furniture_page()
+    layout = analyse_page(page.image)
+    kinds = [b.kind for b in layout.blocks]
+    assert kinds == ["header", "text", "footer"]
+    header = [b for b in layout.boxes if b.kind == "header"]
+    footer = [b for b in layout.boxes if b.kind == "footer"]
+    assert len(header) == 1 and _inside(header[0], page.regions["header"])
+    assert len(footer) == 1 and _inside(footer[0], page.regions["footer"])
+    assert not header[0].readable and not footer[0].readable
+    requests = LinePageAdapter(0).page_requests(page.image.convert("RGB"), 100)
+    assert len(requests) == len(page.lines)
+    md = assemble_markdown(layout.boxes, ["HF" if not b.readable else "body" for b in layout.boxes])
+    assert "HF" not in md and "body" in md
+
+
+def test_a_page_number_above_an_imprint_is_furniture_too():
+    page = furniture_page(imprint=True)
+    layout = analyse_page(page.image)
+    footer = [b for b in layout.boxes if b.kind == "footer"]
+    assert len(footer) == 2
+    assert _inside(footer[0], page.regions["footer"]) and _inside(footer[1], page.regions["imprint"])
+    assert sum(b.readable for b in layout.boxes) == len(page.lines)
+
+
+def test_a_paragraphs_last_line_near_the_bottom_is_no_footer():
+    page, draw = blank()
+    rng = random.Random(4)
+    y = 120
+    while y < 1430:  # paragraphs of three lines, a wide gap (1.7 line heights) between them
+        y = paragraphs(page, draw, 100, y, 1000, y + 3 * 27, rng) + 24
+    assert 1430 <= y <= 1540  # the last line sits in the page's bottom tenth
+    draw.text((100, y), "the end of the last paragraph", font=_serif(), fill=0)
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks] == ["text"]
+    assert layout.boxes[-1].readable and layout.boxes[-1].ink_top >= y
+
+
+def test_a_big_heading_at_the_top_is_no_running_header():
+    page = furniture_page(heading=True)
+    layout = analyse_page(page.image)
+    assert layout.blocks[0].kind == "text"
+    assert _inside(layout.boxes[0], page.regions["heading"]) and layout.boxes[0].readable

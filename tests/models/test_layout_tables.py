@@ -1,0 +1,69 @@
+"""Tables: found by their aligned whitespace or their rules, read cell by cell, written as
+Markdown tables; a table typed with "|" stays text, as the reader was trained to read it."""
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from ocrcli.models.builtin.layout import LineBox, assemble_markdown, table_markdown
+from ocrcli.models.builtin.page_layout import analyse_page
+from tests.models.layout_pages import TABLE, _serif, table_page
+
+
+@pytest.mark.parametrize("ruled", [False, True])
+def test_a_table_is_read_cell_by_cell(ruled):
+    page = table_page(ruled)
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks] == ["text", "table", "text"]
+    table = layout.blocks[1]
+    assert (len(table.rows), len(table.cols)) == (len(TABLE), len(TABLE[0]))
+    cells = [b for b in layout.boxes if b.kind == "cell"]
+    assert sorted(b.cell for b in cells) == [(r, c) for r in range(6) for c in range(4)]
+    assert all(b.readable for b in cells)
+    # Rules are painted out of the image the cells are cut from.
+    x0, y0, x1, y1 = page.regions["table"]
+    rows = np.asarray(layout.image)[y0:y1, x0:x1]
+    assert (rows < 128).sum(axis=1).max() < 0.5 * (x1 - x0)
+    texts = [TABLE[b.cell[0]][b.cell[1]] if b.cell else "text" for b in layout.boxes]
+    md = assemble_markdown(layout.boxes, texts)
+    assert "| Name | Count | Price | Share |\n| --- | --- | --- | --- |\n| Paper | 282 |" in md
+
+
+def test_text_on_dark_shaded_rows_is_read_not_taken_for_a_picture():
+    page = table_page(False, shade=150)
+    layout = analyse_page(page.image)
+    assert not any(b.kind == "figure" for b in layout.boxes)
+    assert [b.kind for b in layout.blocks] == ["text", "table", "text"]
+    cells = [b for b in layout.boxes if b.kind == "cell"]
+    assert sorted(b.cell for b in cells) == [(r, c) for r in range(6) for c in range(4)]
+    x0, y0, x1, y1 = page.regions["table"]
+    # The shade is painted as paper; the letters on it stay.
+    shaded_row = np.asarray(layout.image)[y0 + 44 : y0 + 84, x0:x1]
+    assert np.median(shaded_row) > 240 and shaded_row.min() < 80
+
+
+def test_a_table_typed_with_bars_stays_text():
+    img = Image.new("L", (900, 400), 255)
+    draw = ImageDraw.Draw(img)
+    rows = ["| Step    | Seconds | Share |", "| render  | 4.2     | 7%    |",
+            "| decode  | 51.0    | 88%   |", "| write   | 2.9     | 5%    |"]
+    xs = [40, 90, 260, 420, 560]
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row.strip("|").split("|")):
+            draw.text((xs[c], 40 + 40 * r), "|", font=_serif(22), fill=0)
+            draw.text((xs[c] + 14, 40 + 40 * r), cell.strip(), font=_serif(22), fill=0)
+        draw.text((xs[-1], 40 + 40 * r), "|", font=_serif(22), fill=0)
+    layout = analyse_page(img)
+    assert [b.kind for b in layout.blocks] == ["text"]
+    assert len(layout.boxes) == 4 and all(b.kind == "text" for b in layout.boxes)
+
+
+def _cell(r: int, c: int, top: int) -> LineBox:
+    return LineBox(0, top, 10, top + 20, top, top + 20, False, False, kind="cell", block=1, cell=(r, c))
+
+
+def test_table_markdown_joins_a_cells_lines_and_drops_empty_columns_and_bars():
+    boxes = [_cell(0, 0, 0), _cell(0, 2, 0), _cell(1, 0, 30), _cell(1, 0, 50), _cell(1, 2, 30)]
+    texts = ["Name", "| Value", "long", "name", "3.5 |"]
+    assert table_markdown(boxes, texts) == "| Name | Value |\n| --- | --- |\n| long name | 3.5 |"
+    assert table_markdown(boxes, [""] * 5) == ""
