@@ -29,6 +29,7 @@ Exit status: 0 when per-category results are identical, 1 when they differ,
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -36,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_BENCH = REPO_ROOT.parent / "shared" / "data" / "olmocr-bench-sample"
+# OCRCLI_REAL_DATA names the folder of real documents, as for the tests (tests/conftest.py)
+REAL_DATA = Path(os.environ.get("OCRCLI_REAL_DATA", REPO_ROOT.parent / "shared" / "data"))
+DEFAULT_BENCH = REAL_DATA / "olmocr-bench-sample"
 
 INSTALL_HINT = """The official scorer is not importable by {python}.
 Install it (a separate virtual environment keeps its packages out of ocrcli's):

@@ -38,10 +38,12 @@ from ocrcli.progress import Reporter
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.settings import ConvertSettings
 from ocrcli.summary import summary_name
+from ocrcli.text_layer import TextLayer, attach, text_layer_of
 
 # Columns hold no None: Ray Data turns an all-null column into floats (NaN), so a page without
 # an error has "" and a page without pixels has an empty image.
 NO_IMAGE = np.zeros((0, 0, 3), dtype=np.uint8)
+NO_BOXES = np.zeros((0, 4), dtype=np.float32)  # a page without a text layer
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,10 @@ def render_document(row: dict, settings: RenderSettings) -> Iterator[dict]:
     for page in row["pages"]:
         ref = PageRef(int(row["doc_index"]), Path(row["path"]), row["kind"], int(page))
         image = render_page(ref, settings)
-        yield {"doc_index": ref.doc_index, "source": row["source"], "kind": ref.kind, "rel": row["rel"],
+        layer = text_layer_of(image.image)  # the text layer travels as two columns
+        yield {"text_chars": layer.chars if layer else "",
+               "text_boxes": layer.boxes if layer else NO_BOXES,
+               "doc_index": ref.doc_index, "source": row["source"], "kind": ref.kind, "rel": row["rel"],
                "page": ref.page, "dpi": float(image.dpi), "error": image.error or "",
                "image": NO_IMAGE if image.image is None else np.asarray(image.image)}
 
@@ -82,7 +87,10 @@ def _page_image(batch: dict, i: int) -> PageImage:
     error = batch["error"][i]
     if error:
         return PageImage(ref, None, float(batch["dpi"][i]), str(error))
-    return PageImage(ref, Image.fromarray(np.asarray(batch["image"][i]), "RGB"), float(batch["dpi"][i]))
+    image = Image.fromarray(np.asarray(batch["image"][i]), "RGB")
+    if batch["text_chars"][i]:
+        attach(image, TextLayer(str(batch["text_chars"][i]), np.asarray(batch["text_boxes"][i])))
+    return PageImage(ref, image, float(batch["dpi"][i]))
 
 
 def worker_device(device: str, gpus_per_actor: float) -> str:
