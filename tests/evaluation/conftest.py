@@ -9,13 +9,13 @@ import pytest
 from tests.conftest import real_data
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def olmocr_sample() -> Path:
     """olmOCR-Bench's sample bench with olmOCR's own outputs (olmocr_pipeline/)."""
     return real_data("olmocr-bench-sample")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def pubtabnet_teds() -> Path:
     """PubTabNet's 20 TEDS golden pairs with the reference scores."""
     return real_data("pubtabnet-teds")

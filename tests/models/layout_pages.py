@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from ocrcli.training.synth import _font, available_fonts
+from ocrcli.training.synth import _font, _wrap, available_fonts
 
 WIDTH, HEIGHT = 1224, 1584  # a US letter page at 144 dpi
 BODY = 20  # body text size in pixels
@@ -35,18 +35,6 @@ def _serif(size: int = BODY) -> ImageFont.FreeTypeFont:
 
 def _bold(size: int) -> ImageFont.FreeTypeFont:
     return _font(available_fonts()["bold"][0], size)
-
-
-def _wrap(text: str, font: ImageFont.FreeTypeFont, width: int) -> list[str]:
-    lines, cur = [], ""
-    for word in text.split():
-        trial = f"{cur} {word}" if cur else word
-        if cur and font.getlength(trial) > width:
-            lines.append(cur)
-            cur = word
-        else:
-            cur = trial
-    return lines + ([cur] if cur else [])
 
 
 def paragraphs(page: Page, draw: ImageDraw.ImageDraw, x: int, y: int, width: int, bottom: int,
