@@ -5,12 +5,54 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import orjson
 import typer
 
 from ocrcli import __version__
+from ocrcli.cli_options import (
+    DEFAULT_MODEL,
+    Accept,
+    BatchSize,
+    Command,
+    ConvertLog,
+    ConvertOut,
+    CudaGraphs,
+    Device,
+    Dpi,
+    DraftDepth,
+    DrafterOption,
+    FilesFrom,
+    Formats,
+    GpusPerActor,
+    Group,
+    ImageMode,
+    Inputs,
+    MaxNewTokens,
+    MaxPixels,
+    MinPathProb,
+    MinProb,
+    Model,
+    Pages,
+    PagesPerBatch,
+    PageTimeout,
+    Password,
+    Prompt,
+    Quiet,
+    RayActors,
+    RayAddress,
+    RayDevice,
+    RayLog,
+    RayOut,
+    RenderWorkers,
+    Resume,
+    Retry,
+    Shard,
+    Summary,
+    Workers,
+    convert_epilog,
+)
 from ocrcli.engine.policy import GATED_DEFAULT, Drafter
 from ocrcli.errors import ExitCode, InternalError, OcrCliError, UsageError, internal_error_line, one_line
 from ocrcli.models.device import check_device
@@ -31,7 +73,8 @@ if TYPE_CHECKING:
 
 # main() reports errors itself (one line each); typer's traceback display stays off even
 # when `app` is called directly.
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False,
                   help="Convert folders of PDFs and images to Markdown and JSON, page by page.")
 
 
@@ -43,9 +86,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
                                  help="Print the version and exit."),
-    debug: bool = typer.Option(False, "--debug",
+    debug: bool = typer.Option(False, "--debug", metavar="",
                                help="On an internal error (exit 15), print its traceback. "
                                     "May also be given after the command."),
 ) -> None:
@@ -76,56 +119,6 @@ def _fail(exc: OcrCliError, json_log: bool = False) -> None:
     raise typer.Exit(int(exc.exit_code))
 
 
-# Options that `convert`, `ray-convert` and `eval` share, declared once (as `Annotated`
-# types) so the commands cannot drift apart.
-Inputs = Annotated[list[str], typer.Argument(
-    help="PDFs, images, folders (recursive) or globs. Put -- before names that start with a dash.",
-    show_default=False)]
-FilesFrom = Annotated[str, typer.Option(
-    "--files-from", help="Also read inputs from this file, one per line ('-': stdin); "
-                         "blank lines are skipped, spaces in names are kept.")]
-Formats = Annotated[str, typer.Option("--format", help="Per-page outputs: md, json or both.")]
-Pages = Annotated[str, typer.Option("--pages", help="1-based pages, e.g. 1-3,7.")]
-Dpi = Annotated[int, typer.Option("--dpi", min=36, max=600, help="PDF rendering resolution.")]
-MaxPixels = Annotated[int, typer.Option("--max-pixels", min=10_000, help="Pixel cap per page image.")]
-Model = Annotated[str, typer.Option("--model", help="builtin, a hub id, or a folder.")]
-DEFAULT_MODEL = "builtin"  # what --model is when not given (`ocrcli models` marks it)
-Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")]
-BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Requests decoded together.")]
-DraftDepth = Annotated[int, typer.Option(
-    "--draft-depth", min=0, max=16, help="Draft tokens per step (0: plain greedy). "
-                                         "Default: confidence-gated up to the head's depth.")]
-DrafterOption = Annotated[Drafter, typer.Option(
-    "--drafter", help="Where drafts come from: auto (the PDF's text layer where it matches, "
-                      "else the model's head), head, text-layer or none. Output is the same "
-                      "with each.")]
-MinProb = Annotated[float, typer.Option(
-    "--draft-min-prob", min=0.0, max=1.0,
-    help="Gated drafting: stop below this draft probability.")]
-MinPathProb = Annotated[float, typer.Option(
-    "--draft-min-path-prob", min=0.0, max=1.0,
-    help="Gated drafting: stop below this running product.")]
-MaxNewTokens = Annotated[int, typer.Option(
-    "--max-new-tokens", min=1, help="Token cap per request (status 'truncated').")]
-Prompt = Annotated[str, typer.Option("--prompt", help="Override the model's instruction.")]
-ImageMode = Annotated[str, typer.Option(
-    "--mode", help="Image mode of DeepSeek-OCR / Jina-OCR-v1: tiny, small, base, large, "
-                   "gundam (default) or gundam-m.")]
-Resume = Annotated[bool, typer.Option(
-    "--resume/--overwrite", help="Skip pages already done with the same settings.")]
-Password = Annotated[str, typer.Option("--password", help="Password for encrypted PDFs.")]
-PageTimeout = Annotated[float, typer.Option(
-    "--page-timeout", min=0.001, help="Seconds one page may take to render and to decode; "
-                                      "a slower page is stopped with status 'timeout'.")]
-Summary = Annotated[str, typer.Option(
-    "--summary", help="Also write the run summary JSON here; '-' prints it to stdout.")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Only errors.")]
-Accept = Annotated[str, typer.Option(
-    "--accept", help="Flagged statuses that still exit 0: truncated, degenerate or both "
-                     "(default: none; a run with flagged pages exits 5).")]
-Retry = Annotated[str, typer.Option(
-    "--retry", help="Done statuses that a resumed run converts again: truncated, degenerate "
-                    "or both (failed pages are always retried).")]
 FLAGGED_STATUSES = ("truncated", "degenerate")
 
 
@@ -178,12 +171,9 @@ def _write_summary(summary: str | None, result: dict) -> None:
         atomic_write(Path(summary), orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
 
 
-@app.command()
+@app.command(cls=Command, epilog=convert_epilog())
 def convert(
-    out: Annotated[str, typer.Option(
-        "-o", "--out", help="Output folder. '-': print the document's Markdown to stdout (one "
-                            "input document; its page files go to a temporary folder, removed "
-                            "afterwards); './-' is a folder named '-'.")],
+    out: ConvertOut,
     inputs: Inputs = None,
     files_from: FilesFrom = None,
     format: Formats = "md,json",
@@ -201,23 +191,17 @@ def convert(
     prompt: Prompt = None,
     image_mode: ImageMode = None,
     resume: Resume = True,
-    render_workers: Annotated[int, typer.Option(
-        "--render-workers", min=0, help="Renderer processes (0: render in this process).")] = 1,
+    render_workers: RenderWorkers = 1,
     password: Password = None,
     page_timeout: PageTimeout = None,
-    shard: Annotated[str, typer.Option(
-        "--shard", help="K/N: this worker's share of documents.")] = None,
-    workers: Annotated[int, typer.Option(
-        "--workers", min=1, max=64, help="Converter processes: one per GPU when there are "
-                                         "enough, else sharing the CPU cores. Same output as 1.")] = 1,
+    shard: Shard = None,
+    workers: Workers = 1,
     summary: Summary = None,
     accept: Accept = None,
     retry: Retry = None,
-    log: Annotated[str, typer.Option("--log", help="auto, rich, plain or json.")] = "auto",
+    log: ConvertLog = "auto",
     quiet: Quiet = False,
-    cuda_graphs: Annotated[bool, typer.Option(
-        "--cuda-graphs/--no-cuda-graphs",
-        help="On CUDA, compile each decode step and replay it as a CUDA graph.")] = True,
+    cuda_graphs: CudaGraphs = True,
 ) -> None:
     """Convert documents to Markdown (and JSON) per page."""
     from ocrcli.inputs import parse_pages, parse_shard
@@ -258,13 +242,14 @@ def convert(
     raise typer.Exit(int(code))
 
 
-@app.command("eval")
+@app.command("eval", cls=Command)
 def eval_bench(
-    bench: Path = typer.Argument(..., help="An olmOCR-Bench folder (*.jsonl and pdfs/)."),
-    out: Path = typer.Option(..., "-o", "--out",
+    bench: Path = typer.Argument(..., metavar="BENCH",
+                                 help="An olmOCR-Bench folder (*.jsonl and pdfs/)."),
+    out: Path = typer.Option(..., "-o", "--out", metavar="DIR",
                              help="Working folder: eval writes here and nowhere else (links to "
                                   "the bench's files, the converted pages, the outputs)."),
-    system: str = typer.Option("ocrcli", "--system", help="Name of the outputs folder."),
+    system: str = typer.Option("ocrcli", "--system", metavar="NAME", help="Name of the outputs folder."),
     model: Model = DEFAULT_MODEL,
     device: Device = "auto",
     batch_size: BatchSize = 16,
@@ -273,7 +258,7 @@ def eval_bench(
     max_new_tokens: MaxNewTokens = None,
     dpi: Dpi = 144,
     image_mode: ImageMode = None,
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    json_out: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
     resume: Resume = True,
 ) -> None:
     """Convert an olmOCR-Bench folder and score it (per-category pass rates)."""
@@ -300,7 +285,7 @@ def eval_bench(
     raise typer.Exit(int(code))
 
 
-@app.command()
+@app.command(cls=Command)
 def models() -> None:
     """List the built-in and known models, and where their weights are."""
     from ocrcli.models.builtin import BUILTIN_DIR
@@ -313,20 +298,23 @@ def models() -> None:
         typer.echo(f"{m.name}{default}\n    {m.description}\n    weights: {where}")
 
 
-@app.command()
+@app.command(cls=Command)
 def status(
-    out: Path = typer.Argument(..., help="The output folder of one or more convert runs."),
-    inputs: list[str] = typer.Argument(None, help="The inputs the runs were given (the same "
-                                                  "arguments). Default: the manifests in OUT, "
-                                                  "which cannot see documents never started."),
+    out: Path = typer.Argument(..., metavar="OUT",
+                               help="The output folder of one or more convert runs."),
+    inputs: list[str] = typer.Argument(
+        None, metavar="INPUT", help="The inputs the runs were given (the same arguments). "
+                                    "Default: the manifests in OUT, which cannot see documents "
+                                    "never started."),
     files_from: FilesFrom = None,
-    pages: str = typer.Option(None, "--pages", help="The --pages the runs were given."),
-    shard: str = typer.Option(None, "--shard", help="K/N: check one shard only."),
-    password: str = typer.Option(None, "--password", help="Password for encrypted PDFs."),
-    fingerprint: str = typer.Option(None, "--fingerprint",
+    pages: str = typer.Option(None, "--pages", metavar="PAGES",
+                              help="The --pages the runs were given."),
+    shard: str = typer.Option(None, "--shard", metavar="K/N", help="Check one shard only."),
+    password: Password = None,
+    fingerprint: str = typer.Option(None, "--fingerprint", metavar="HASH",
                                     help="Count pages done under other settings as stale "
                                          "(the fingerprint is in summary.json)."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    json_out: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
 ) -> None:
     """Count pages done, failed and missing in OUT. Exit 0 when complete, 1 when not."""
     from ocrcli.inputs import parse_pages, parse_shard
@@ -350,27 +338,21 @@ def status(
     raise typer.Exit(int(result.exit_code))
 
 
-@app.command("ray-convert")
+@app.command("ray-convert", cls=Command)
 def ray_convert(
-    out: Annotated[Path, typer.Option(
-        "-o", "--out", help="Output folder (on a cluster: a path every node mounts).")],
+    out: RayOut,
     inputs: Inputs = None,
     files_from: FilesFrom = None,
-    address: Annotated[str, typer.Option(
-        "--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")] = None,
-    actors: Annotated[int, typer.Option(
-        "--actors", min=1, help="Model replicas (default: one per GPU, 1 without GPUs).")] = None,
-    gpus_per_actor: Annotated[float, typer.Option(
-        "--gpus-per-actor", min=0, help="Default: 1 when the cluster has GPUs, else 0.")] = None,
-    pages_per_batch: Annotated[int, typer.Option(
-        "--pages-per-batch", min=1, help="Pages an actor decodes together.")] = 32,
+    address: RayAddress = None,
+    actors: RayActors = None,
+    gpus_per_actor: GpusPerActor = None,
+    pages_per_batch: PagesPerBatch = 32,
     format: Formats = "md,json",
     pages: Pages = None,
     dpi: Dpi = 144,
     max_pixels: MaxPixels = 12_000_000,
     model: Model = DEFAULT_MODEL,
-    device: Annotated[str, typer.Option(
-        "--device", help="auto (a GPU when the actor has one), cpu or cuda.")] = "auto",
+    device: RayDevice = "auto",
     batch_size: BatchSize = 16,
     draft_depth: DraftDepth = None,
     drafter: DrafterOption = Drafter.AUTO,
@@ -381,12 +363,11 @@ def ray_convert(
     image_mode: ImageMode = None,
     resume: Resume = True,
     password: Password = None,
-    shard: Annotated[str, typer.Option(
-        "--shard", help="K/N: this run's share of documents.")] = None,
+    shard: Shard = None,
     summary: Summary = None,
     accept: Accept = None,
     retry: Retry = None,
-    log: Annotated[str, typer.Option("--log", help="plain or json.")] = "plain",
+    log: RayLog = "plain",
     quiet: Quiet = False,
 ) -> None:
     r"""`convert` on a Ray cluster (Ray Data): same outputs. Needs `pip install 'ocrcli\[ray]'`.

@@ -47,6 +47,7 @@ class PageRecord:
     status: str  # ok | truncated | degenerate | failed | timeout
     text: str = ""
     error: str | None = None  # why the page is not ok (one line)
+    note: str | None = None  # requests the engine stopped, too few to flag the page (verdict.py)
     width: int = 0
     height: int = 0
     dpi: float = 0.0

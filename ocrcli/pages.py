@@ -21,7 +21,7 @@ from ocrcli.inputs import path_text
 from ocrcli.output import OutputTree, PageRecord
 from ocrcli.quality import quality_flags
 from ocrcli.render import PageImage
-from ocrcli.verdict import PageEvidence, doubt, request_reason
+from ocrcli.verdict import MAX_STOPPED_SHARE, PageEvidence, doubt, request_reason, stopped_share
 
 if TYPE_CHECKING:  # torch loads only when a page is to be decoded
     from ocrcli.models.base import DecodeRequest, LoadedModel
@@ -87,6 +87,7 @@ class PageAssembly:
     accepted_by: Counter = field(default_factory=Counter)  # per drafter: drafts accepted
     logprob_sum: float = 0.0
     logprob_tokens: int = 0
+    out_of_positions: int = 0  # truncated requests that the model's positions ended before their cap
 
     @classmethod
     def start(cls, image: PageImage, requests: list[DecodeRequest],
@@ -100,6 +101,8 @@ class PageAssembly:
         if error:
             self.errors.append(error)
         if stats is not None:
+            if status == "truncated" and stats.tokens < self.requests[index].max_new_tokens:
+                self.out_of_positions += 1
             self.tokens += stats.tokens
             self.verify_steps += stats.verify_steps
             self.hist.update(stats.accepted_hist)
@@ -130,11 +133,11 @@ class PageAssembly:
             return failed_record(self.image, status, error, loaded.model_id, fp)
         text = loaded.adapter.assemble(self.requests, [t or "" for t in self.texts])
         quality = quality_flags(text)
-        status, reason = self.verdict(text, quality, loaded.model.spec.min_mean_logprob)
+        status, reason, note = self.verdict(text, quality, loaded.model.spec.min_mean_logprob)
         w, h = self.image.image.size
         return PageRecord(
             source=path_text(self.image.ref.path), page=self.image.ref.page, status=status, text=text,
-            error=reason, width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
+            error=reason, note=note, width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
             fingerprint=fp, tokens=self.tokens, requests=len(self.requests),
             verify_steps=self.verify_steps,
             mean_accepted=round(self.tokens / self.verify_steps, 3) if self.verify_steps else 0.0,
@@ -148,14 +151,19 @@ class PageAssembly:
         return round(self.logprob_sum / self.logprob_tokens, 4) if self.logprob_tokens else None
 
     def verdict(self, text: str, quality: dict[str, float], min_mean_logprob: float
-                ) -> tuple[str, str | None]:
-        """The converted page's status and why it is not ok: the engine's own (truncated,
-        looping) first, else what the output and the page say (verdict.doubt)."""
-        status = self.status
+                ) -> tuple[str, str | None, str | None]:
+        """The converted page's status, why it is not ok, and a note on requests the engine
+        stopped where too few stopped to flag the page. The engine's own stops (truncated,
+        looping) come first, unless they are a small share (verdict.MAX_STOPPED_SHARE); then
+        what the output and the page say (verdict.doubt)."""
+        status, note = self.status, None
         if status != "ok":
             cap = max((r.max_new_tokens for r in self.requests), default=0)
-            return status, request_reason(self.statuses, cap)
+            reason = request_reason(self.statuses, cap, self.out_of_positions)
+            if stopped_share(self.statuses) > MAX_STOPPED_SHARE:
+                return status, reason, None
+            note = reason
         evidence = PageEvidence(text, self.image.ink, self.image.text_layer_chars,
                                 self.mean_logprob, quality.get("repetition", 1.0), min_mean_logprob)
         reason = doubt(evidence)
-        return ("degenerate", reason) if reason else ("ok", None)
+        return ("degenerate", reason, note) if reason else ("ok", None, note)

@@ -24,6 +24,12 @@ INK_SHARE = 0.005
 MIN_WORD_SHARE = 0.5
 # A page whose output is mostly a loop (quality.repetition_score under this).
 MIN_REPETITION_SCORE = 0.5
+# A page of many requests (the built-in model reads a page as one request per line piece) with
+# a loop or a token cap in at most this share of them is judged by the rest: the stop is noted
+# in its JSON (`note`), and the page's text goes through doubt() like any other. A single-request
+# page (DeepSeek-OCR, Jina-OCR-v1) that stopped is always flagged.
+MAX_STOPPED_SHARE = 0.05
+STOPPED = ("truncated", "degenerate")
 # Characters of Markdown's own syntax: a table of empty cells is not content.
 MARKDOWN_SYNTAX = frozenset("|-:#*_`>~=+")
 
@@ -79,12 +85,21 @@ def doubt(e: PageEvidence) -> str | None:
     return None
 
 
-def request_reason(statuses: list[str], cap: int) -> str | None:
-    """Why the engine itself flagged the page's requests (truncated, or looping)."""
+def stopped_share(statuses: list[str]) -> float:
+    """The share of a page's requests that the engine stopped (a loop, or the token cap)."""
+    return sum(s in STOPPED for s in statuses) / len(statuses) if statuses else 0.0
+
+
+def request_reason(statuses: list[str], cap: int, out_of_positions: int = 0) -> str | None:
+    """Why the engine itself flagged the page's requests (truncated, or looping).
+    `out_of_positions`: truncated requests that the model's last position stopped before `cap`."""
     looped = statuses.count("degenerate")
     if looped:
         return f"the output looped and was stopped ({looped} of {len(statuses)} requests)"
     truncated = statuses.count("truncated")
+    if out_of_positions:
+        return (f"{out_of_positions} of {len(statuses)} requests reached the model's last position "
+                f"before the token cap of {cap}")
     if truncated:
         return (f"{truncated} of {len(statuses)} requests reached the token cap of {cap}; "
                 "raise --max-new-tokens")

@@ -72,7 +72,8 @@ def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int,
 def run(loaded, reqs, batch: int, policy: DraftPolicy, max_new: int, proposer=None, counter=None,
         exact: bool | None = None):
     settings = ConvertSettings(inputs=[], out=None, model=loaded.model_id, batch_size=batch)
-    engine = make_engine(loaded, settings, max_new, policy, proposer, exact)
+    # Depths are the head's (or the oracle's): greedy stays greedy on pages with a text layer.
+    engine = make_engine(loaded, settings, max_new, policy, proposer, exact, drafter=Drafter.HEAD)
     engine.step_counter = counter
     t0 = time.perf_counter()
     results = list(engine.run(list_source(reqs)))

@@ -8,7 +8,7 @@ Every page is rendered once (`ocrcli.render.render_page`, the converter's render
 image goes to each engine, so differences come from reading, not from rendering. Reported per
 engine, side by side:
 
-- text-only CER on `samples/` against `samples/ground_truth`: Markdown markup (headings, list
+- text-only CER on `samples/` against `ground_truth/`: Markdown markup (headings, list
   markers, fences, table pipes and separator rows, emphasis, image placeholders) is stripped
   from both sides and whitespace collapsed, so an engine that writes plain text is not charged
   for structure it never claims; also OmniDocBench's normalised edit distance on the same pages;
@@ -141,13 +141,14 @@ def read_with_tesseract(pages: list[Page], dpi: int) -> EngineRun:
     return run
 
 
-def sample_pages(samples: Path) -> tuple[list[tuple[Path, str, int]], dict[tuple[str, int], str]]:
-    """The sample pages that have ground truth, and their truths by page key."""
+def sample_pages(samples: Path, truth_dir: Path
+                 ) -> tuple[list[tuple[Path, str, int]], dict[tuple[str, int], str]]:
+    """The sample pages that have ground truth in `truth_dir`, and their truths by page key."""
     docs, _ = collect([str(samples)])
     refs, truths = [], {}
     for doc in docs:
         for page in doc.pages:
-            truth = samples / "ground_truth" / doc.path.stem / f"page-{page:04d}.md"
+            truth = truth_dir / doc.path.stem / f"page-{page:04d}.md"
             if truth.exists():
                 refs.append((doc.path, doc.kind, page))
                 truths[(str(doc.path), page)] = truth.read_text(encoding="utf-8")
@@ -193,7 +194,7 @@ def speed(run: EngineRun, n_pages: int) -> dict:
 
 
 def compare(args: argparse.Namespace, work: Path) -> dict:
-    refs, truths = sample_pages(args.samples)
+    refs, truths = sample_pages(args.samples, args.truth)
     jobs = []
     if args.bench is not None:
         _link_bench(args.bench, work)
@@ -256,6 +257,8 @@ def main() -> int:
     ap.add_argument("-o", "--out", type=Path, default=None,
                     help="working folder for the bench's outputs (default: a temporary one)")
     ap.add_argument("--samples", type=Path, default=REPO / "samples")
+    ap.add_argument("--truth", type=Path, default=REPO / "ground_truth",
+                    help="the samples' expected Markdown, <truth>/<name>/page-NNNN.md")
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dpi", type=int, default=144)

@@ -9,7 +9,7 @@ Sets (whole pages, CER and WER after normalising whitespace):
 - `heldout_unseen_fonts`: the same kind of pages in font families never used in training
   (FreeFont, C059, P052, URW Bookman/Gothic) and sizes outside the training range (14-15 and
   34-40 px). Needs fonts-freefont-ttf and fonts-urw-base35; skipped without them;
-- `samples`: `samples/` converted through the real renderer, against `samples/ground_truth`.
+- `samples`: `samples/` converted through the real renderer, against `ground_truth/`.
 Acceptance is measured on the held-out training-font pages: per-depth conditional acceptance
 with a fixed depth equal to the head's, and mean tokens per verify step with gated drafting.
 """
@@ -116,7 +116,7 @@ def main() -> int:
     for i, doc in enumerate(docs):
         for p in doc.pages:
             img = render_page(PageRef(i, doc.path, doc.kind, p), RenderSettings())
-            truth_file = REPO / "samples" / "ground_truth" / doc.path.stem / f"page-{p:04d}.md"
+            truth_file = REPO / "ground_truth" / doc.path.stem / f"page-{p:04d}.md"
             preds.append(decode(loaded, [img.image], None)[0].text)
             refs.append(truth_file.read_text(encoding="utf-8"))
             names.append(f"{doc.rel}#{p}")

@@ -3,7 +3,8 @@
     pip install reportlab && python scripts/make_samples.py
 
 Writes a three-page born-digital PDF (fonts embedded), a scanned-looking image-only PDF,
-a PNG page and a JPEG page, and `samples/ground_truth/<name>/page-NNNN.md` for each page.
+a PNG page and a JPEG page, and each page's Markdown to `ground_truth/<name>/page-NNNN.md`,
+beside `samples/` so that `ocrcli convert samples` finds documents only.
 The born-digital PDF embeds Liberation fonts (Debian's fonts-liberation); the image pages use
 DejaVu. Both families are among the built-in model's training fonts.
 """
@@ -109,7 +110,7 @@ def fixed_fonts(serif: str, sans: str, bold: str, mono: str) -> dict:
 
 
 def write_truth(name: str, pages: list[str]) -> None:
-    folder = ROOT / "ground_truth" / name
+    folder = ROOT.parent / "ground_truth" / name
     folder.mkdir(parents=True, exist_ok=True)
     for i, md in enumerate(pages, 1):
         (folder / f"page-{i:04d}.md").write_text(md, encoding="utf-8")

@@ -109,6 +109,7 @@ def test_a_bug_is_one_line_and_exit_15_and_debug_shows_the_traceback(tmp_path):
                                              "bug (please report it, with the traceback above)")
 
 
+@pytest.mark.slow  # starts two converter processes
 def test_a_bug_in_a_worker_process_is_exit_15_after_the_other_workers_finish(tmp_path):
     env = _with_a_bug(tmp_path, BUG_IN_CONVERT)
     out = tmp_path / "out"

@@ -26,7 +26,7 @@ from tests.conftest import REPO
 
 ROOT = "ocrcli"  # the package root is named alone: `ocrcli` does not stand for its modules
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("entry points", ("ocrcli.cli", "ocrcli.pipe", "ocrcli.testing")),
+    ("entry points", ("ocrcli.cli", "ocrcli.cli_options", "ocrcli.pipe", "ocrcli.testing")),
     ("runs", ("ocrcli.convert", "ocrcli.workers", "ocrcli.distributed", "ocrcli.evaluation.run",
               "ocrcli.status", "ocrcli.training")),
     ("run library", ("ocrcli.settings", "ocrcli.plan", "ocrcli.fingerprint", "ocrcli.model_setup",

@@ -104,6 +104,7 @@ def test_ray_convert_matches_convert_and_resumes(plain, tmp_path):
     assert_same_outputs(expected, out)
 
 
+@pytest.mark.slow  # starts a Ray cluster
 def test_ray_convert_passes_the_model_options(tmp_path):
     """`--mode` reaches the model as with `convert`: the built-in reader has no image modes,
     so both commands refuse it with the same one-line usage error (exit 2)."""

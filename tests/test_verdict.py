@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from ocrcli.engine.scheduler import RequestStats
+from ocrcli.inputs import PageRef
+from ocrcli.models.base import DecodeRequest
+from ocrcli.pages import PageAssembly
 from ocrcli.quality import quality_flags
-from ocrcli.render import ink_share
+from ocrcli.render import PageImage, ink_share
 from ocrcli.verdict import PageEvidence, doubt, readable_score, request_reason
 from tests.conftest import run_cli
 
@@ -54,6 +58,46 @@ def test_request_reasons_name_the_cause():
     assert "token cap of 160" in request_reason(["ok", "truncated"], 160)
     assert "looped" in request_reason(["degenerate", "ok", "ok"], 160)
     assert request_reason(["ok"], 160) is None
+
+
+def page_verdict(statuses: list[str], text: str = PROSE) -> tuple[str, str | None, str | None]:
+    """The verdict of a page whose requests ended with `statuses`, its Markdown `text`."""
+    image = PageImage(PageRef(0, Path("doc.pdf"), "pdf", 1), None, 144.0, ink=0.05)
+    requests = [DecodeRequest((0, i), [1], None, 160) for i in range(len(statuses))]
+    page = PageAssembly.start(image, requests)
+    for i, status in enumerate(statuses):
+        page.add(i, "a line", status)
+    return page.verdict(text, quality_flags(text), -1.5)
+
+
+def test_one_stopped_line_piece_in_many_is_noted_not_flagged():
+    status, reason, note = page_verdict(["degenerate"] + ["ok"] * 29)
+    assert (status, reason) == ("ok", None) and "looped and was stopped (1 of 30" in note
+    status, reason, note = page_verdict(["truncated"] + ["ok"] * 19)
+    assert (status, reason) == ("ok", None) and "token cap of 160" in note
+    # the rest of the page is still judged
+    status, reason, note = page_verdict(["degenerate"] + ["ok"] * 29, text="|")
+    assert status == "degenerate" and "5.0% of the page is ink" in reason and note
+
+
+def test_more_stopped_requests_or_a_single_request_flag_the_page():
+    assert page_verdict(["degenerate", "truncated"] + ["ok"] * 8)[:1] == ("degenerate",)
+    assert page_verdict(["truncated", "ok"])[0] == "truncated"
+    status, reason, note = page_verdict(["truncated"])  # DeepSeek-OCR: the page is one request
+    assert status == "truncated" and "1 of 1 requests" in reason and note is None
+    assert page_verdict(["ok"] * 5) == ("ok", None, None)
+
+
+def test_a_request_stopped_by_the_models_positions_says_so():
+    """Where the model's last position comes before the cap, raising the cap cannot help."""
+    image = PageImage(PageRef(0, Path("doc.pdf"), "pdf", 1), None, 144.0, ink=0.05)
+    page = PageAssembly.start(image, [DecodeRequest((0, 0), [1], None, 160)])
+    page.add(0, PROSE, "truncated", RequestStats(tokens=120))  # ended 40 tokens short of its cap
+    status, reason, _ = page.verdict(PROSE, quality_flags(PROSE), -1.5)
+    assert status == "truncated" and "last position before the token cap of 160" in reason
+    capped = PageAssembly.start(image, [DecodeRequest((0, 0), [1], None, 160)])
+    capped.add(0, PROSE, "truncated", RequestStats(tokens=160))
+    assert "raise --max-new-tokens" in capped.verdict(PROSE, quality_flags(PROSE), -1.5)[1]
 
 
 def test_the_quality_checks_score_junk_low():

@@ -29,4 +29,6 @@ def test_default_options_convert_every_page(arch, tmp_path):
     assert "Traceback" not in done.stderr
     page = json.loads((out / "memo.jpg" / "page-0001.json").read_text())
     assert page["status"] in ("ok", "truncated", "degenerate")
+    if page["status"] == "truncated":  # the prompt leaves under 8192 positions: never the cap
+        assert "the model's last position before the token cap of 8192" in page["error"]
     assert (out / "memo.jpg" / "page-0001.md").exists()
