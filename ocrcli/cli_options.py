@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from ocrcli.engine.policy import Drafter
 from ocrcli.errors import ExitCode
@@ -45,7 +45,14 @@ class Command(TyperCommand):
                 param.display_type_rich = lambda ctx: None
 
     def get_help_option(self, ctx):
-        return _unnamed_help_value(super().get_help_option(ctx))
+        """`--help` joins the first panel of a command whose options all sit in panels, so it
+        does not stand alone in a default panel above them."""
+        option = _unnamed_help_value(super().get_help_option(ctx))
+        options = [p for p in self.params if isinstance(p, TyperOption)]
+        panels = [getattr(p, "rich_help_panel", None) for p in options]
+        if option is not None and panels and all(panels):
+            option.rich_help_panel = panels[0]
+        return option
 
 
 # What an exit code means, for --help (README's table says the same at more length).

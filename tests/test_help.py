@@ -44,3 +44,15 @@ def test_draft_tuning_sits_in_the_advanced_panel_below_the_rest():
         assert text.index(option) > advanced, option
     for option in ("--out", "--pages", "--model", "--accept", "--retry", "--log"):
         assert text.index(option) < advanced, option
+
+
+@pytest.mark.parametrize("command", ["convert", "ray-convert"])
+def test_help_sits_in_the_first_panel_when_every_option_has_one(command):
+    text = help_text(command)
+    assert "─ Options " not in text  # no default panel holding --help alone
+    assert text.index("─ Output and exit code ") < text.index("--help") < text.index("─ Input ")
+
+
+def test_help_stays_with_the_options_that_have_no_panel():
+    text = help_text("status")
+    assert text.index("─ Options ") < text.index("--help") < text.index("─ Input ")
