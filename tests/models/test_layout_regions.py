@@ -128,6 +128,19 @@ def test_a_paragraphs_last_line_near_the_bottom_is_no_footer():
     assert layout.boxes[-1].readable and layout.boxes[-1].ink_top >= y
 
 
+def test_a_long_last_line_after_a_wide_gap_is_body_text():
+    """A paragraph's one long line below a wide gap (as under a code block or a table) sits
+    where a footer would, but a footer of body size is short: leaving the line out would
+    lose text."""
+    page, draw = blank()
+    paragraphs(page, draw, 100, 120, 1000, 1300, random.Random(6))
+    line = "the last paragraph of the page is a single line that runs across the body"
+    draw.text((100, 1480), line, font=_serif(), fill=0)
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks] == ["text"]
+    assert layout.boxes[-1].readable and layout.boxes[-1].ink_top >= 1480
+
+
 def test_a_big_heading_at_the_top_is_no_running_header():
     page = furniture_page(heading=True)
     layout = analyse_page(page.image)

@@ -58,6 +58,29 @@ def test_a_table_typed_with_bars_stays_text():
     assert len(layout.boxes) == 4 and all(b.kind == "text" for b in layout.boxes)
 
 
+def test_rows_typed_with_bars_among_other_lines_are_not_split_into_columns():
+    """Wide typed cells leave an empty band down the rows, which the short lines around them
+    share: a gutter between two text columns, but for the bars across it."""
+    img = Image.new("L", (1224, 1000), 255)  # the lines in the middle: no header or footer
+    draw = ImageDraw.Draw(img)
+    font = _serif(22)
+    draw.text((60, 340), "a short line above", font=font, fill=0)
+    rows = [("Heading", "Another heading"), ("a cell with words", "the other cell"),
+            ("2024-01-19 www.example.org", "45.56")]
+    for r, cells in enumerate(rows):
+        y = 400 + 40 * r
+        for x, text in ((60, cells[0]), (760, cells[1])):
+            draw.text((x, y), "|", font=font, fill=0)
+            draw.text((x + 14, y), text, font=font, fill=0)
+        draw.text((1100, y), "|", font=font, fill=0)
+    for i, text in enumerate(["short lines below", "and one more", "and another", "a last one"]):
+        draw.text((60, 522 + 36 * i), text, font=font, fill=0)
+    layout = analyse_page(img)
+    assert [b.kind for b in layout.blocks] == ["text"]
+    assert len(layout.boxes) == 8  # each typed row one line, bars and both cells in it
+    assert all(b.kind == "text" and b.x1 - b.x0 > 1000 for b in layout.boxes[1:4])
+
+
 def _cell(r: int, c: int, top: int) -> LineBox:
     return LineBox(0, top, 10, top + 20, top, top + 20, False, False, kind="cell", block=1, cell=(r, c))
 

@@ -33,6 +33,7 @@ from ocrcli.models.builtin.layout import LineBox, PageInk, despeckle, ink_mask, 
 COLUMN_MIN_WIDTH = 10.0  # line heights: a text column holds at least this much (about 25 characters)
 GUTTER_MIN_WIDTH = 1.2  # line heights: a narrower run of empty columns is a space between words
 FURNITURE_ZONE = 0.1  # share of the page height at its top and bottom where headers/footers sit
+FURNITURE_MAX_SPAN = 0.6  # share of the body's width: a wider line of body size is body text
 
 
 # --- runs and connected components -------------------------------------------------------
@@ -543,8 +544,12 @@ class _Cutter:
         top, bottom = g.slices[0].y0, g.slices[-1].y1
         if self.shaded[top:bottom, x0:x1].mean() > 0.5:
             return "text"
-        if sum(self._pipe_row(s, x0, x1) for s in g.slices) >= 0.6 * len(g.slices):
-            return "text"  # rows typed with "|" between cells: the reader reads them as they are
+        rows = [s for s in g.slices if s.y1 - s.y0 >= 0.5 * self.lh]  # not accents or underscores
+        typed = sum(self._pipe_row(s, x0, x1) for s in rows)
+        if typed >= 2 or typed >= 0.6 * len(rows):
+            # Rows typed with "|" between cells: the reader reads them as they are. Two such
+            # rows in a group mean its gutter runs between their cells, not between columns.
+            return "text"
         used = np.zeros(x1 - x0, dtype=bool)
         for s in g.slices:
             used |= s.used
@@ -631,11 +636,17 @@ class PageLayout:
     boxes: list[LineBox]
 
 
+def _ink_span(sl: _Slice) -> int:
+    """How wide the slice's ink runs, first inked column to last."""
+    inked = np.flatnonzero(sl.used)
+    return int(inked[-1] - inked[0] + 1) if inked.size else 0
+
+
 def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     """How many of the page's first and last slices (up to two each) are running headers and
     footers: one line in the page's top (bottom) tenth, on a page with a body, set apart from
-    what follows (precedes) it by a wide gap: wider than any gap inside the body for a line of
-    body size (a paragraph's last line after a paragraph gap is no footer), or than the
+    what follows (precedes) it by a wide gap: wider than any gap inside the body for a short
+    line of body size (a paragraph's last line after a paragraph gap is no footer), or than the
     body's line gaps for a line of smaller print (page numbers, running titles). Two: a
     running title and a page number, one above the other."""
     if len(slices) < 6:
@@ -645,9 +656,15 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     apart = max(1.5 * lh, 2.0 * float(np.median(gaps)))
     beyond_body = max(apart, 1.3 * max(inner))
 
+    body_span = max(_ink_span(sl) for sl in slices)
+
     def lone(sl: _Slice, gap: int) -> bool:
+        # A line of body size must also be short: a paragraph's one long last line after a
+        # wide gap (below a code block, a table) is body text, and leaving it out loses it.
         height = sl.y1 - sl.y0
-        return (height <= 1.25 * lh and gap >= beyond_body) or (height <= 0.85 * lh and gap >= apart)
+        short = _ink_span(sl) <= FURNITURE_MAX_SPAN * body_span
+        return (height <= 1.25 * lh and short and gap >= beyond_body) or (
+            height <= 0.85 * lh and gap >= apart)
 
     top = 0
     while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and lone(slices[top], gaps[top]):
