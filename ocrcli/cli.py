@@ -29,6 +29,7 @@ from ocrcli.cli_options import (
     Group,
     ImageMode,
     Inputs,
+    JsonOut,
     MaxNewTokens,
     MaxPixels,
     MinPathProb,
@@ -86,9 +87,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
-    debug: bool = typer.Option(False, "--debug", metavar="",
+    debug: bool = typer.Option(False, "--debug",
                                help="On an internal error (exit 15), print its traceback. "
                                     "May also be given after the command."),
 ) -> None:
@@ -258,7 +259,7 @@ def eval_bench(
     max_new_tokens: MaxNewTokens = None,
     dpi: Dpi = 144,
     image_mode: ImageMode = None,
-    json_out: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
+    json_out: JsonOut = False,
     resume: Resume = True,
 ) -> None:
     """Convert an olmOCR-Bench folder and score it (per-category pass rates)."""
@@ -314,7 +315,7 @@ def status(
     fingerprint: str = typer.Option(None, "--fingerprint", metavar="HASH",
                                     help="Count pages done under other settings as stale "
                                          "(the fingerprint is in summary.json)."),
-    json_out: bool = typer.Option(False, "--json", metavar="", help="Print one JSON object."),
+    json_out: JsonOut = False,
 ) -> None:
     """Count pages done, failed and missing in OUT. Exit 0 when complete, 1 when not."""
     from ocrcli.inputs import parse_pages, parse_shard

@@ -22,24 +22,31 @@ RUN = "Model and run"
 DECODING = "Decoding (advanced; the output is the same with any of these)"
 
 
-def _unnamed_help_value(option):
-    """`--help` is a flag: typer would show its value's type (`<bool>`) beside it."""
-    if option is not None:
-        option.metavar = ""
-    return option
+def _unnamed_flags(params: list) -> None:
+    """Flags take no value: typer would show their Python type (`<bool>`) beside them."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
 
 
 class Group(TyperGroup):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _unnamed_flags(self.params)
+
     def get_help_option(self, ctx):
-        return _unnamed_help_value(super().get_help_option(ctx))
+        option = super().get_help_option(ctx)
+        _unnamed_flags([option])
+        return option
 
 
 class Command(TyperCommand):
-    """A command whose help names an argument by its metavar alone: typer would add the
-    argument's Python annotation (`<list[str]>`), which tells a user nothing."""
+    """A command whose help names a value by its metavar alone: typer would add the Python
+    annotation (`<list[str]>`, `<bool>`), which tells a user nothing."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        _unnamed_flags(self.params)
         for param in self.params:
             if isinstance(param, TyperArgument) and param.metavar:
                 param.display_type_rich = lambda ctx: None
@@ -47,7 +54,8 @@ class Command(TyperCommand):
     def get_help_option(self, ctx):
         """`--help` joins the first panel of a command whose options all sit in panels, so it
         does not stand alone in a default panel above them."""
-        option = _unnamed_help_value(super().get_help_option(ctx))
+        option = super().get_help_option(ctx)
+        _unnamed_flags([option])
         options = [p for p in self.params if isinstance(p, TyperOption)]
         panels = [getattr(p, "rich_help_panel", None) for p in options]
         if option is not None and panels and all(panels):
@@ -111,7 +119,7 @@ Shard = Annotated[str, typer.Option(
 Formats = Annotated[str, typer.Option(
     "--format", metavar="md,json", rich_help_panel=OUTPUT, help="Per-page outputs: md, json or both.")]
 Resume = Annotated[bool, typer.Option(
-    "--resume/--overwrite", metavar="", rich_help_panel=OUTPUT,
+    "--resume/--overwrite", rich_help_panel=OUTPUT,
     help="Skip pages already done with the same settings.")]
 Summary = Annotated[str, typer.Option(
     "--summary", metavar="FILE", rich_help_panel=OUTPUT,
@@ -125,7 +133,7 @@ Retry = Annotated[str, typer.Option(
     help="Done statuses that a resumed run converts again: truncated, degenerate or both "
          "(failed pages are always retried).")]
 Quiet = Annotated[bool, typer.Option(
-    "--quiet", "-q", metavar="", rich_help_panel=OUTPUT, help="Only errors.")]
+    "--quiet", "-q", rich_help_panel=OUTPUT, help="Only errors.")]
 
 Model = Annotated[str, typer.Option(
     "--model", metavar="MODEL", rich_help_panel=RUN,
@@ -164,6 +172,9 @@ MinPathProb = Annotated[float, typer.Option(
     "--draft-min-path-prob", min=0.0, max=1.0, metavar="P", rich_help_panel=DECODING,
     help="Gated drafting: stop below this running product.")]
 
+# Options of `eval` and `status`.
+JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
 # Options of `convert` alone.
 ConvertOut = Annotated[str, typer.Option(
     "-o", "--out", metavar="DIR", rich_help_panel=OUTPUT,
@@ -181,7 +192,7 @@ ConvertLog = Annotated[str, typer.Option(
     "--log", metavar="MODE", rich_help_panel=OUTPUT,
     help="auto, rich, plain or json (auto: rich on a terminal, else plain).")]
 CudaGraphs = Annotated[bool, typer.Option(
-    "--cuda-graphs/--no-cuda-graphs", metavar="", rich_help_panel=DECODING,
+    "--cuda-graphs/--no-cuda-graphs", rich_help_panel=DECODING,
     help="On CUDA, compile each decode step and replay it as a CUDA graph.")]
 
 # Options of `ray-convert` alone.
