@@ -178,6 +178,12 @@ def _runs_1d(flags: np.ndarray) -> list[tuple[int, int]]:
 # --- text scale and orientation -----------------------------------------------------------
 
 
+def _ink_width(used: np.ndarray) -> int:
+    """How wide a run of columns' ink is, first inked column to last (0 without ink)."""
+    inked = np.flatnonzero(used)
+    return int(inked[-1] - inked[0] + 1) if inked.size else 0
+
+
 def _strips(length: int, n: int) -> list[tuple[int, int]]:
     edges = np.linspace(0, length, n + 1).astype(int)
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
@@ -553,10 +559,7 @@ class _Cutter:
         used = np.zeros(x1 - x0, dtype=bool)
         for s in g.slices:
             used |= s.used
-        widths = []
-        for a, b in _parts(g.gutters, x1 - x0):
-            cols = np.flatnonzero(used[a:b])
-            widths.append(int(cols[-1] - cols[0] + 1) if cols.size else 0)
+        widths = [_ink_width(used[a:b]) for a, b in _parts(g.gutters, x1 - x0)]
         if min(widths) >= COLUMN_MIN_WIDTH * self.lh:
             # A line or two with a wide space at the same place (code and its aligned
             # comments) are read line by line; columns run down the page.
@@ -636,10 +639,6 @@ class PageLayout:
     boxes: list[LineBox]
 
 
-def _ink_span(sl: _Slice) -> int:
-    """How wide the slice's ink runs, first inked column to last."""
-    inked = np.flatnonzero(sl.used)
-    return int(inked[-1] - inked[0] + 1) if inked.size else 0
 
 
 def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
@@ -656,13 +655,13 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     apart = max(1.5 * lh, 2.0 * float(np.median(gaps)))
     beyond_body = max(apart, 1.3 * max(inner))
 
-    body_span = max(_ink_span(sl) for sl in slices)
+    body_span = max(_ink_width(sl.used) for sl in slices)
 
     def lone(sl: _Slice, gap: int) -> bool:
         # A line of body size must also be short: a paragraph's one long last line after a
         # wide gap (below a code block, a table) is body text, and leaving it out loses it.
         height = sl.y1 - sl.y0
-        short = _ink_span(sl) <= FURNITURE_MAX_SPAN * body_span
+        short = _ink_width(sl.used) <= FURNITURE_MAX_SPAN * body_span
         return (height <= 1.25 * lh and short and gap >= beyond_body) or (
             height <= 0.85 * lh and gap >= apart)
 
