@@ -132,6 +132,23 @@ def _worker_init() -> None:
         threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
 
 
+SMALL_PAGE_POINTS = 360  # 5 inches: a PDF page with a shorter side is a small page
+LETTER_WIDTH_POINTS = 612
+SMALL_PAGE_MAX_ZOOM = 4.0
+
+
+def small_page_zoom(width_pt: float, height_pt: float) -> float:
+    """How many times the dpi a PDF page is rendered at: 1, or for a small page as much as
+    makes it as wide as a Letter page (at most 4). A book page scanned onto a page of
+    postcard size has its text a few pixels high at the dpi that suits a Letter page; the
+    field's converters render to a pixel size, not a dpi, for the same reason (olmOCR renders
+    every page to a fixed longest side)."""
+    short = min(width_pt, height_pt)
+    if short >= SMALL_PAGE_POINTS:
+        return 1.0
+    return min(SMALL_PAGE_MAX_ZOOM, LETTER_WIDTH_POINTS / short)
+
+
 def _fit_scale(width: float, height: float, scale: float, max_pixels: int) -> float:
     """The largest scale up to `scale` whose bitmap (PDFium rounds each side up) fits."""
     scale = min(scale, (max_pixels / (width * height)) ** 0.5)
@@ -175,7 +192,8 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
             w_pt, h_pt = page.get_size()
             if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
                 raise ValueError(f"the page has no area ({w_pt:g} x {h_pt:g} points)")
-            scale = _fit_scale(w_pt, h_pt, settings.dpi / 72, settings.max_pixels)
+            zoom = small_page_zoom(w_pt, h_pt)
+            scale = _fit_scale(w_pt, h_pt, settings.dpi / 72 * zoom, settings.max_pixels)
             # PDFium applies the page's own /Rotate when rendering.
             image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
             text_layer_chars = visible_text_chars(page)

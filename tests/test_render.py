@@ -14,6 +14,18 @@ def test_pdf_page_renders_at_dpi_and_pixel_cap():
     assert w * h <= 500_000 and w > 500
 
 
+def test_a_small_pdf_page_is_rendered_as_wide_as_a_letter_page(tmp_path):
+    # A book page scanned onto a 180 x 300 point page: at 144 dpi its text would be a few
+    # pixels high. It is rendered at 3.4 times the dpi, as wide as a Letter page.
+    path = tmp_path / "small.pdf"
+    Image.new("L", (500, 833), 255).save(path, resolution=200.0)
+    img = render_page(PageRef(0, path, "pdf", 1), RenderSettings(dpi=144))
+    assert img.error is None and img.image.size[0] == 1224 and round(img.dpi) == 490
+    tiny = tmp_path / "tiny.pdf"  # no more than 4 times the dpi
+    Image.new("L", (100, 100), 255).save(tiny, resolution=200.0)
+    assert render_page(PageRef(0, tiny, "pdf", 1), RenderSettings(dpi=72)).image.size == (144, 144)
+
+
 def test_bad_page_becomes_a_reason_not_an_exception(tmp_path):
     bad = tmp_path / "x.pdf"
     bad.write_bytes(b"%PDF-1.7\n garbage")

@@ -139,6 +139,38 @@ def table_page(ruled: bool, seed: int = 0, shade: int | None = None) -> Page:
     return page
 
 
+def spanning_heading_page(seed: int = 0) -> Page:
+    """Text, then a table of a statement's kind: "Year ended" centred over three columns of
+    figures, a date over each figure column, "(in millions)" under them; rows of a label, a
+    "$" column and a figure column per year; more text. `regions` holds where the three
+    heading lines are."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    y = paragraphs(page, draw, 100, 100, 1000, 240, rng) + 40
+    font = _serif()
+    cols = [(640, 760), (800, 920), (960, 1080)]  # "$" at the left edge, figures right-aligned
+
+    def centred(text: str, a: int, b: int, top: int, name: str) -> None:
+        w = int(draw.textlength(text, font=font))
+        draw.text(((a + b - w) // 2, top), text, font=font, fill=0)
+        page.regions[name] = ((a + b - w) // 2, top, (a + b + w) // 2, top + 24)
+
+    centred("Year ended", cols[0][0], cols[-1][1], y, "year")
+    for i, ((a, b), date) in enumerate(zip(cols, ["Jan 26, 2025", "Jan 28, 2024", "Jan 29, 2023"])):
+        centred(date, a, b, y + 30, f"date{i}")
+    centred("(in millions)", cols[0][0], cols[-1][1], y + 60, "unit")
+    y += 100
+    for label in ["Cost of revenue", "Research and development", "Sales and marketing", "Total"]:
+        draw.text((100, y), label, font=font, fill=0)
+        for a, b in cols:
+            draw.text((a, y), "$", font=font, fill=0)
+            figure = f"{rng.randint(1, 9)},{rng.randint(100, 999)}"
+            draw.text((b - int(draw.textlength(figure, font=font)), y), figure, font=font, fill=0)
+        y += 30
+    paragraphs(page, draw, 100, y + 50, 1000, 900, rng)
+    return page
+
+
 def furniture_page(seed: int = 0, heading: bool = False, imprint: bool = False) -> Page:
     """A running header, a body (under a big heading with `heading`), a page number, and with
     `imprint` a publisher's line below the page number."""
@@ -157,6 +189,38 @@ def furniture_page(seed: int = 0, heading: bool = False, imprint: bool = False) 
     if imprint:
         draw.text((100, 1540), "Published by the Layout Press, 2024", font=_serif(12), fill=0)
         page.regions["imprint"] = (100, 1540, 400, 1556)
+    return page
+
+
+def spread_footer_page(seed: int = 0) -> Page:
+    """A body and, at the foot, a footer of body size as wide as the body: a journal's name at
+    the left margin and its issue at the right, a wide space between them."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    paragraphs(page, draw, 100, 120, 1000, 1380, rng)
+    left, right = "Journal of Layout Studies | www.layout.example", "March 2024 | Volume 8 | e27"
+    font = _serif()
+    draw.text((100, 1500), left, font=font, fill=0)
+    x = 1100 - int(draw.textlength(right, font=font))
+    draw.text((x, 1500), right, font=font, fill=0)
+    page.regions["footer"] = (100, 1500, 1100, 1525)
+    return page
+
+
+def cover_page() -> Page:
+    """A sparse title page: a title, a few lines far apart, and two lines of small print at
+    the foot (a policy, a download date), as a repository's cover sheet has."""
+    page, draw = blank()
+    draw.text((100, 90), "Tilted Layouts in Practice", font=_bold(32), fill=0)
+    for i, line in enumerate(["Doe, Jane; Roe, Richard", "Document version: publisher's PDF",
+                              "Publication date: 2018", "Citation for published version:",
+                              "Doe, J. (2018). Tilted layouts. Layout Press."]):
+        y = 210 + i * 200 + (i % 2) * 60
+        draw.text((100, y), line, font=_serif(), fill=0)
+        page.lines.append((line, (100, y, 700, y + 25)))
+    draw.text((100, 1455), "Take down policy", font=_serif(16), fill=0)
+    draw.text((100, 1540), "Download date: 28 Dec 2018", font=_serif(16), fill=0)
+    page.regions["footer"] = (100, 1455, 500, 1560)
     return page
 
 

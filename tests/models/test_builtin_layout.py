@@ -6,10 +6,12 @@ from ocrcli.models.builtin.layout import (
     LINE_HEIGHT,
     LineBox,
     assemble_markdown,
+    join_paragraph,
     line_tensor_array,
     segment_lines,
     split_wide,
 )
+from ocrcli.models.builtin.page_layout import analyse_page
 from ocrcli.training.synth import _font, available_fonts
 
 
@@ -46,6 +48,15 @@ def test_assemble_headings_lists_tables_and_paragraphs():
     assert "one two three" in md
     assert "- item" in md
     assert "| a | b |\n| --- | --- |\n| 1 | 2 |" in md
+
+
+def test_a_word_hyphenated_at_a_lines_end_is_made_whole():
+    lines = ["as an irretrie-", "vably negative force, a well-", "known COVID-", "19 test, a Quebec-",
+             "Ontario line, a re-", "Étude"]
+    assert join_paragraph(lines) == ("as an irretrievably negative force, a wellknown COVID- 19 test, "
+                                     "a Quebec- Ontario line, a re- Étude")
+    img = _page([("one irretrie-", 22), ("vably two", 22)])
+    assert "one irretrievably two" in assemble_markdown(segment_lines(img), ["one irretrie-", "vably two"])
 
 
 def _row(top: int) -> LineBox:
@@ -140,6 +151,22 @@ def test_scanner_noise_does_not_make_plain_lines_look_shaded():
     assert len(boxes) == 3 and not any(b.shaded for b in boxes)
     code = segment_lines(_noisy(_page([("x = 1", 22), ("y = 2", 22)], shaded=True), 14))
     assert all(b.shaded for b in code)
+
+
+def test_a_paragraph_whose_every_line_touches_the_next_is_read_line_by_line():
+    # A tightly set old book: each line's descenders run into the next line's ascenders, so
+    # no row between lines is empty and the whole paragraph is one band of ink.
+    font = _font(available_fonts()["serif"][0], 26)
+    img = Image.new("L", (900, 420), 255)
+    draw = ImageDraw.Draw(img)
+    texts = [f"jumping gypsy quay{i} lifted by the boughs" for i in range(9)]
+    for i, text in enumerate(texts):
+        draw.text((40, 40 + 26 * i), text, font=font, fill=0)
+    for i in range(1, 9):  # a stroke through every gap between lines: nothing is empty
+        draw.rectangle((60 + 50 * i, 40 + 26 * i - 6, 62 + 50 * i, 40 + 26 * i + 10), fill=0)
+    boxes = [b for b in analyse_page(img).boxes if b.readable]
+    assert len(boxes) == 9
+    assert all(20 <= b.ink_height <= 40 for b in boxes)
 
 
 def test_two_lines_whose_ink_touches_are_read_as_two():

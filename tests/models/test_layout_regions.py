@@ -15,9 +15,11 @@ from tests.models.layout_pages import (
     cards_page,
     chart_page,
     columns_page,
+    cover_page,
     furniture_page,
     paragraphs,
     photo_page,
+    spread_footer_page,
 )
 
 
@@ -139,6 +141,26 @@ def test_a_long_last_line_after_a_wide_gap_is_body_text():
     layout = analyse_page(page.image)
     assert [b.kind for b in layout.blocks] == ["text"]
     assert layout.boxes[-1].readable and layout.boxes[-1].ink_top >= 1480
+
+
+def test_a_footer_with_parts_at_both_margins_is_furniture_though_wide():
+    page = spread_footer_page()
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks] == ["text", "footer"]
+    footer = [b for b in layout.boxes if b.kind == "footer"]
+    assert footer and all(_inside(b, page.regions["footer"]) for b in footer)
+    assert sum(b.readable for b in layout.boxes) == len(page.lines)
+
+
+def test_small_print_at_the_foot_of_a_sparse_cover_page_is_furniture():
+    """The cover's own gaps are wider than the gap between its two foot lines: "set apart"
+    is measured in line heights there, not against the body's gaps."""
+    page = cover_page()
+    layout = analyse_page(page.image)
+    assert layout.blocks[-1].kind == "footer"
+    footer = [b for b in layout.boxes if b.kind == "footer"]
+    assert len(footer) == 2 and all(_inside(b, page.regions["footer"]) for b in footer)
+    assert sum(b.readable for b in layout.boxes) == len(page.lines) + 1  # the title, read too
 
 
 def test_a_big_heading_at_the_top_is_no_running_header():

@@ -7,7 +7,7 @@ from PIL import Image, ImageDraw
 
 from ocrcli.models.builtin.layout import LineBox, assemble_markdown, table_markdown
 from ocrcli.models.builtin.page_layout import analyse_page
-from tests.models.layout_pages import TABLE, _serif, table_page
+from tests.models.layout_pages import TABLE, _serif, spanning_heading_page, table_page
 
 
 @pytest.mark.parametrize("ruled", [False, True])
@@ -27,6 +27,48 @@ def test_a_table_is_read_cell_by_cell(ruled):
     texts = [TABLE[b.cell[0]][b.cell[1]] if b.cell else "text" for b in layout.boxes]
     md = assemble_markdown(layout.boxes, texts)
     assert "| Name | Count | Price | Share |\n| --- | --- | --- | --- |\n| Paper | 282 |" in md
+
+
+def test_headings_spanning_a_tables_columns_are_its_first_rows():
+    """A heading over several columns (and a date over a "$" column and a figure column)
+    leaves no space where the columns' gutters are, so it is not cut by them: each of its
+    phrases is the cell of the column under its middle."""
+    page = spanning_heading_page()
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks] == ["text", "table", "text"]
+    table = layout.blocks[1]
+    assert table.head == 3 and len(table.rows) == 3 + 4 and len(table.cols) == 7
+    heads = {b.cell: b for b in layout.boxes if b.kind == "cell" and b.cell[0] < 3}
+    assert sorted(heads) == [(0, 4), (1, 2), (1, 4), (1, 6), (2, 4)]
+    for cell, name in [((0, 4), "year"), ((1, 2), "date0"), ((1, 4), "date1"), ((1, 6), "date2"),
+                       ((2, 4), "unit")]:
+        x0, _, x1, _ = page.regions[name]
+        assert heads[cell].x0 <= x0 + 4 and heads[cell].x1 >= x1 - 4  # the phrase whole
+    texts = ["Year ended" if b.cell == (0, 4) else "x" for b in layout.boxes]
+    md = assemble_markdown(layout.boxes, texts)
+    assert "|  |  |  |  | Year ended |  |  |\n| --- |" in md
+
+
+def test_column_names_above_a_spanning_line_stay_with_their_table():
+    # The names line up with the columns, but a line spanning the figure columns parts them
+    # from the rows below.
+    img = Image.new("L", (1224, 700), 255)
+    draw = ImageDraw.Draw(img)
+    xs = [100, 420, 700, 900]
+    for c, name in enumerate(["Source", "Type", "Tokens", "Words"]):
+        draw.text((xs[c], 60), name, font=_serif(), fill=0)
+    draw.text((520, 95), "Pretraining mix", font=_serif(), fill=0)
+    for r, row in enumerate([["Web crawl", "Web pages", "3.71T", "3.32T"],
+                             ["Code files", "Code", "83.0B", "70.0B"],
+                             ["Papers", "Academic", "58.6B", "51.1B"],
+                             ["Encyclopedia", "Reference", "3.7B", "3.16B"]]):
+        for c, cell in enumerate(row):
+            draw.text((xs[c], 130 + 32 * r), cell, font=_serif(), fill=0)
+    layout = analyse_page(img)
+    [table] = [b for b in layout.blocks if b.kind == "table"]
+    assert table.head == 2 and len(table.cols) == 4
+    names = sorted(b.cell for b in layout.boxes if b.cell and b.cell[0] == 0)
+    assert names == [(0, 0), (0, 1), (0, 2), (0, 3)]
 
 
 def test_text_on_dark_shaded_rows_is_read_not_taken_for_a_picture():

@@ -96,15 +96,16 @@ class PageInk:
     ink: np.ndarray  # bool
     paper_mask: np.ndarray  # bool: pixels away from any ink
     page_paper: float
+    line_height: float = 0.0  # the page's usual line height where known (0: not known)
 
     @classmethod
-    def of(cls, gray: np.ndarray, ink: np.ndarray) -> PageInk:
+    def of(cls, gray: np.ndarray, ink: np.ndarray, line_height: float = 0.0) -> PageInk:
         # Paper levels are medians of pixels away from ink: a median is not moved by scanner
         # noise, where the page's 75th percentile rises by most of the noise's spread and made
         # every line of a noisy page look shaded, and stroke edges would pull a line's level down.
         paper_mask = ~near_ink(ink)
         page_paper = float(np.median(gray[paper_mask])) if paper_mask.any() else 255.0
-        return cls(gray, ink, paper_mask, page_paper)
+        return cls(gray, ink, paper_mask, page_paper, line_height)
 
 
 def segment_lines(image: Image.Image) -> list[LineBox]:
@@ -114,8 +115,9 @@ def segment_lines(image: Image.Image) -> list[LineBox]:
     return lines_in(PageInk.of(gray, despeckle(ink_mask(gray))), (0, 0, w, h))
 
 
-def _line_bands(ink: np.ndarray, width: int) -> list[list[int]]:
-    """Rows of a region grouped into text bands: [first, last] row of each, top to bottom."""
+def _line_bands(ink: np.ndarray, width: int, line_height: float = 0.0) -> list[list[int]]:
+    """Rows of a region grouped into text bands: [first, last] row of each, top to bottom.
+    `line_height`: the page's usual line height, for a region too small to show its own."""
     h = ink.shape[0]
     # A row counts when it holds a little ink; isolated specks of noise do not make lines.
     rows = ink.sum(axis=1) >= max(2, width // 800)
@@ -136,7 +138,7 @@ def _line_bands(ink: np.ndarray, width: int) -> list[list[int]]:
                 merged[-1][1] = b[1]
                 continue
         merged.append(b)
-    bands = _split_touching(ink, _attach_marks(ink, merged))
+    bands = _split_touching(ink, _attach_marks(ink, merged), line_height)
     return [b for b in bands if b[1] - b[0] >= 2 or _is_rule(ink, b)]
 
 
@@ -149,7 +151,7 @@ def lines_in(page: PageInk, region: tuple[int, int, int, int]) -> list[LineBox]:
     ink = page.ink[ry0:ry1, rx0:rx1]
     paper_mask = page.paper_mask[ry0:ry1, rx0:rx1]
     h, w = gray.shape
-    bands = _line_bands(ink, w)
+    bands = _line_bands(ink, w, page.line_height)
     boxes = []
     for i, (top, bottom) in enumerate(bands):
         cut_top = 0 if i == 0 else (bands[i - 1][1] + top + 1) // 2
@@ -170,27 +172,34 @@ def lines_in(page: PageInk, region: tuple[int, int, int, int]) -> list[LineBox]:
     return boxes
 
 
-def _split_touching(ink: np.ndarray, bands: list[list[int]]) -> list[list[int]]:
-    """Split a band that holds two lines whose ink touches (a descender resting on the ring of
-    an `Å` below it): at least 1.7 usual line heights, with a row in its middle part that holds
-    almost no ink. A tall heading's middle rows are its x-height, dense with ink, so it stays
-    whole. Read as one line, the two came out as a garbled heading."""
+def _split_touching(ink: np.ndarray, bands: list[list[int]], line_height: float = 0.0
+                    ) -> list[list[int]]:
+    """Split a band that holds lines whose ink touches (a descender resting on the ring of an
+    `Å` below it; a tightly set old book, every line touching the next): at least 1.7 usual
+    line heights, with a row in its middle part that holds almost no ink; the parts again,
+    until each is a line. A tall heading's middle rows are its x-height, dense with ink, so it
+    stays whole. Read as one line, touching lines came out as a garbled heading. The usual
+    height is the region's median band or the page's, the smaller."""
     heights = [b[1] - b[0] + 1 for b in bands if not _is_rule(ink, b)]
-    if len(heights) < 3:
+    line = float(np.median(heights)) if len(heights) >= 3 else line_height
+    if line_height > 0:  # a region of nothing but touching lines has no usual band to show
+        line = min(line, line_height)
+    if line <= 0:
         return bands
-    line = float(np.median(heights))
-    out: list[list[int]] = []
-    for top, bottom in bands:
-        height = bottom - top + 1
-        if height >= 1.7 * line:
-            counts = ink[top : bottom + 1].sum(axis=1)
-            lo, hi = int(0.3 * height), int(0.7 * height)
-            cut = lo + int(np.argmin(counts[lo : hi + 1]))
-            if counts[cut] <= 0.05 * counts.max():
-                out += [[top, top + cut - 1], [top + cut + 1, bottom]]
-                continue
-        out.append([top, bottom])
-    return out
+    return [part for band in bands for part in _split_band(ink, band, line)]
+
+
+def _split_band(ink: np.ndarray, band: list[int], line: float) -> list[list[int]]:
+    top, bottom = band
+    height = bottom - top + 1
+    if height < 1.7 * line:
+        return [band]
+    counts = ink[top : bottom + 1].sum(axis=1)
+    lo, hi = int(0.3 * height), int(0.7 * height)
+    cut = lo + int(np.argmin(counts[lo : hi + 1]))
+    if counts[cut] > 0.05 * counts.max():
+        return [band]
+    return _split_band(ink, [top, top + cut - 1], line) + _split_band(ink, [top + cut + 1, bottom], line)
 
 
 def _attach_marks(ink: np.ndarray, bands: list[list[int]]) -> list[list[int]]:
@@ -329,6 +338,24 @@ def table_markdown(boxes: list[LineBox], texts: list[str]) -> str:
     return "\n".join([lines[0], "|" + " --- |" * len(cols)] + lines[1:])
 
 
+_BROKEN_WORD = re.compile(r"[a-z\u00df-\u00ff]-$")  # a lower-case letter, then the line's hyphen
+
+
+def join_paragraph(lines: list[str]) -> str:
+    """A paragraph's lines as one line of Markdown: joined with a space, except that a word
+    hyphenated at a line's end and carried on in lower case on the next line is made whole
+    again ("irretrie-" "vably" -> "irretrievably"); a hyphen before a capital or a digit stays.
+    A compound broken at its own hyphen loses it too ("well-" "known" -> "wellknown"): without
+    a dictionary the two cannot be told apart, and breaks made by hyphenation are the commoner."""
+    out = lines[0] if lines else ""
+    for line in lines[1:]:
+        if _BROKEN_WORD.search(out) and line[:1].islower():
+            out = out[:-1] + line
+        else:
+            out += " " + line
+    return out
+
+
 def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
     """Markdown of one text block: headings by line height, lists by markers, code by shading,
     tables typed with "|", paragraphs by wider gaps; pictures as image placeholders."""
@@ -379,7 +406,7 @@ def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
             m = _NUMBERED.match(text)
             blocks[-1].append(f"{m.group(1)}. {text[m.end():]}" if m else "- " + _BULLET.sub("", text))
         elif kinds and kinds[-1] == "list" and not big_gap and box.x0 > left + body * 0.5:
-            blocks[-1][-1] += " " + text  # continuation of a wrapped list item
+            blocks[-1][-1] = join_paragraph([blocks[-1][-1], text])  # a wrapped list item
         else:
             if not kinds or kinds[-1] != "text" or big_gap:
                 start("text")
@@ -390,7 +417,7 @@ def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
         if kind == "code":
             out.append("```\n" + "\n".join(lines) + "\n```")
         elif kind == "text":
-            out.append(" ".join(lines))
+            out.append(join_paragraph(lines))
         elif kind == "table":
             # Columns as most rows have them: one misread cell in the header does not
             # change the separator.

@@ -34,6 +34,9 @@ COLUMN_MIN_WIDTH = 10.0  # line heights: a text column holds at least this much 
 GUTTER_MIN_WIDTH = 1.2  # line heights: a narrower run of empty columns is a space between words
 FURNITURE_ZONE = 0.1  # share of the page height at its top and bottom where headers/footers sit
 FURNITURE_MAX_SPAN = 0.6  # share of the body's width: a wider line of body size is body text
+FURNITURE_SPREAD_GAP = 3.0  # line heights: a space this wide splits a header's or footer's parts
+FURNITURE_SPARSE_GAP = 2.5  # line heights: on a sparse page, small print this far apart is apart
+FURNITURE_SPARSE_BODY_GAP = 4.0  # line heights: the same for a short line of body size
 
 
 # --- runs and connected components -------------------------------------------------------
@@ -390,6 +393,7 @@ class Block:
     y1: int
     rows: list[tuple[int, int]] = field(default_factory=list)  # a table's row spans (y0, y1)
     cols: list[tuple[int, int]] = field(default_factory=list)  # a table's column spans (x0, x1)
+    head: int = 0  # a table's first rows that are spanning headings, not cut by its columns
 
 
 @dataclass
@@ -502,15 +506,21 @@ class _Cutter:
         groups = self.groups(slices) if depth < 6 else [_Group(slices, [])]
         blocks: list[Block] = []
         text: list[_Slice] = []
+        lone: list[_Slice] = []  # the text groups' own slices, where a group is one slice
         bounds = _spans([(g.slices[0].y0, g.slices[-1].y1) for g in groups], y0, y1)
         for g, (top, bottom) in zip(groups, bounds):
             kind = self._kind(g, x0, x1) if g.gutters else "text"
             if kind == "text":
                 text.append(_Slice(top, bottom, g.slices[0].used, []))
+                lone.append(g.slices[0] if len(g.slices) == 1 else None)
                 continue
+            head = self._spanning_head(lone, g) if kind == "table" else []
+            if head:
+                top = text[-len(head)].y0
+                text, lone = text[: -len(head)], lone[: -len(head)]
             if text:
                 blocks.append(Block("text", x0, text[0].y0, x1, text[-1].y1))
-                text = []
+                text, lone = [], []
             parts = _spans(_parts(g.gutters, x1 - x0), 0, x1 - x0)
             if kind == "columns":
                 bands = self._bands(g)
@@ -519,12 +529,38 @@ class _Cutter:
                     for a, b in parts:
                         blocks += self.cut(x0 + a, band_top, x0 + b, band_bottom, depth + 1)
             else:
-                rows = _table_rows(g)
+                rows = [(sl.y0, sl.y1) for sl in head] + _table_rows(g)
                 blocks.append(Block("table", x0, top, x1, bottom, _spans(rows, top, bottom),
-                                    [(x0 + a, x0 + b) for a, b in parts]))
+                                    [(x0 + a, x0 + b) for a, b in parts], head=len(head)))
         if text:
             blocks.append(Block("text", x0, text[0].y0, x1, text[-1].y1))
         return blocks
+
+    def _spanning_head(self, lone: list[_Slice | None], table: _Group) -> list[_Slice]:
+        """The lines just above a table that are its headings: up to three single lines, each
+        close to the next, that either span its columns ("Year ended" over three columns of
+        dates; ink over the table's columns, none over its first, the row labels') or have a
+        space at every one of its gutters (the column names, above a spanning heading). The
+        whitespace cut leaves them out of the table: their gaps do not line up with the
+        columns', or a spanning line parts them from it."""
+        parts = _parts(table.gutters, table.slices[0].used.size)
+        if len(parts) < 3:
+            return []
+        stub_end, last_end = parts[0][1], parts[-1][1] + int(self.lh)
+        head: list[_Slice] = []
+        below = table.slices[0].y0
+        for sl in reversed(lone[-3:]):
+            if sl is None or below - sl.y1 > 1.5 * self.lh or sl.y1 - sl.y0 > 1.5 * self.lh:
+                break
+            inked = np.flatnonzero(sl.used)
+            spanning = inked[0] >= stub_end and inked[-1] < last_end
+            aligned = all(any(min(b, d) > max(a, c) for c, d, _ in sl.gaps)
+                          for a, b, _ in table.gutters)
+            if not (spanning or aligned):
+                break
+            head.insert(0, sl)
+            below = sl.y0
+        return head
 
     def _bands(self, g: _Group) -> list[list[_Slice]]:
         """A column group cut at its widest empty bands across all its columns (at least 1.5
@@ -647,13 +683,18 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     what follows (precedes) it by a wide gap: wider than any gap inside the body for a short
     line of body size (a paragraph's last line after a paragraph gap is no footer), or than the
     body's line gaps for a line of smaller print (page numbers, running titles). Two: a
-    running title and a page number, one above the other."""
+    running title and a page number, one above the other.
+
+    A line whose parts stand at the page's ends with a wide space between them (a journal's
+    name left, its issue right) counts as short: a paragraph's line has no such space. On a
+    sparse page (a cover, a title page) the body's own gaps are wide, so "set apart" asks for
+    no more than 2.5 line heights for small print and 4 for body size."""
     if len(slices) < 6:
         return 0, 0
     gaps = [b.y0 - a.y1 for a, b in zip(slices, slices[1:])]
     inner = gaps[2:-2] or gaps
-    apart = max(1.5 * lh, 2.0 * float(np.median(gaps)))
-    beyond_body = max(apart, 1.3 * max(inner))
+    apart = max(1.5 * lh, min(2.0 * float(np.median(gaps)), FURNITURE_SPARSE_GAP * lh))
+    beyond_body = max(apart, min(1.3 * max(inner), FURNITURE_SPARSE_BODY_GAP * lh))
 
     body_span = max(_ink_width(sl.used) for sl in slices)
 
@@ -661,7 +702,8 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
         # A line of body size must also be short: a paragraph's one long last line after a
         # wide gap (below a code block, a table) is body text, and leaving it out loses it.
         height = sl.y1 - sl.y0
-        short = _ink_width(sl.used) <= FURNITURE_MAX_SPAN * body_span
+        spread = any(b - a >= FURNITURE_SPREAD_GAP * lh for a, b, _ in sl.gaps)
+        short = spread or _ink_width(sl.used) <= FURNITURE_MAX_SPAN * body_span
         return (height <= 1.25 * lh and short and gap >= beyond_body) or (
             height <= 0.85 * lh and gap >= apart)
 
@@ -697,6 +739,9 @@ def _block_boxes(page: PageInk, blocks: list[Block], pictures: list[list[int]]) 
     for bi, blk in enumerate(blocks):
         if blk.kind == "table":
             for r, (ya, yb) in enumerate(blk.rows):
+                if r < blk.head:
+                    out += _heading_cells(page, blk, r, bi)
+                    continue
                 for c, (xa, xb) in enumerate(blk.cols):
                     out += [replace(b, kind="cell", block=bi, cell=(r, c))
                             for b in lines_in(page, (xa, ya, xb, yb))]
@@ -713,6 +758,34 @@ def _block_boxes(page: PageInk, blocks: list[Block], pictures: list[list[int]]) 
             lines.sort(key=lambda b: b.ink_top)
         out += lines
     return out
+
+
+def _heading_cells(page: PageInk, blk: Block, row: int, bi: int) -> list[LineBox]:
+    """A spanning heading row's boxes: its line cut at wide spaces into phrases, each the
+    cell of the column under its middle (a heading over two columns is not cut in two)."""
+    ya, yb = blk.rows[row]
+    out = []
+    for line in lines_in(page, (blk.x0, ya, blk.x1, yb)):
+        used = page.ink[line.ink_top : line.ink_bottom + 1, line.x0 : line.x1 + 1].any(axis=0)
+        pad = max(2, line.ink_height // 4)
+        for a, b in _phrases(used, GUTTER_MIN_WIDTH * page.line_height):
+            mid = line.x0 + (a + b) // 2
+            col = next((c for c, (xa, xb) in enumerate(blk.cols) if xa <= mid < xb), len(blk.cols) - 1)
+            out.append(replace(line, x0=max(line.x0, line.x0 + a - pad),
+                               x1=min(line.x1, line.x0 + b - 1 + pad),
+                               kind="cell", block=bi, cell=(row, col)))
+    return out
+
+
+def _phrases(used: np.ndarray, min_gap: float) -> list[tuple[int, int]]:
+    """Runs of inked columns, joined across spaces narrower than `min_gap`."""
+    out: list[list[int]] = []
+    for a, b in _runs_1d(used):
+        if out and a - out[-1][1] < min_gap:
+            out[-1][1] = b
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def analyse_page(image: Image.Image) -> PageLayout:
@@ -745,6 +818,6 @@ def analyse_page(image: Image.Image) -> PageLayout:
     cutter = _Cutter(solid, vrules, lh, clean < paper - 8)
     h, w = gray.shape
     blocks = page_blocks(cutter, w, h)
-    boxes = _block_boxes(PageInk.of(clean, text_ink), blocks, picture_boxes)
+    boxes = _block_boxes(PageInk.of(clean, text_ink, lh), blocks, picture_boxes)
     upright = Image.fromarray(np.clip(clean, 0, 255).astype(np.uint8))
     return PageLayout(upright, turns, blocks, boxes)
