@@ -169,6 +169,20 @@ def test_a_paragraph_whose_every_line_touches_the_next_is_read_line_by_line():
     assert all(20 <= b.ink_height <= 40 for b in boxes)
 
 
+def test_two_touching_lines_of_small_print_under_body_text_are_read_as_two():
+    # The page's usual line is the body's; a note in small print, its two lines touching,
+    # is under 1.7 usual lines tall but holds two lines all the same.
+    img = _page([("Body text of the usual size", 24), ("and a second line of it", 24),
+                 ("and a third line of it", 24), ("", 24), ("", 24)])
+    draw = ImageDraw.Draw(img)
+    small = _font(available_fonts()["serif"][0], 15)
+    draw.text((40, 200), "the first line of a note in small print, quite long", font=small, fill=0)
+    draw.text((40, 215), "the second line of the same note, below it", font=small, fill=0)
+    draw.rectangle((300, 210, 301, 218), fill=0)  # a descender resting on the line below
+    boxes = [b for b in analyse_page(img).boxes if b.readable]
+    assert len(boxes) == 5 and boxes[3].ink_bottom < boxes[4].ink_top
+
+
 def test_two_lines_whose_ink_touches_are_read_as_two():
     # A descender resting on the accent of the line below joins their rows of ink.
     img = _page([("plain words", 22), ("more words", 22), ("Above here", 22),

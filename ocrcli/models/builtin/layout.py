@@ -175,7 +175,7 @@ def lines_in(page: PageInk, region: tuple[int, int, int, int]) -> list[LineBox]:
 def _split_touching(ink: np.ndarray, bands: list[list[int]], line_height: float = 0.0
                     ) -> list[list[int]]:
     """Split a band that holds lines whose ink touches (a descender resting on the ring of an
-    `Å` below it; a tightly set old book, every line touching the next): at least 1.7 usual
+    `Å` below it; a tightly set old book, every line touching the next): at least 1.4 usual
     line heights, with a row in its middle part that holds almost no ink; the parts again,
     until each is a line. A tall heading's middle rows are its x-height, dense with ink, so it
     stays whole. Read as one line, touching lines came out as a garbled heading. The usual
@@ -192,9 +192,10 @@ def _split_touching(ink: np.ndarray, bands: list[list[int]], line_height: float 
 def _split_band(ink: np.ndarray, band: list[int], line: float) -> list[list[int]]:
     top, bottom = band
     height = bottom - top + 1
-    if height < 1.7 * line:
-        return [band]
     counts = ink[top : bottom + 1].sum(axis=1)
+    core = np.flatnonzero(counts > 0.05 * counts.max())  # without a touching stroke's rows
+    if core.size == 0 or core[-1] - core[0] + 1 < 1.4 * line:
+        return [band]
     lo, hi = int(0.3 * height), int(0.7 * height)
     cut = lo + int(np.argmin(counts[lo : hi + 1]))
     if counts[cut] > 0.05 * counts.max():
