@@ -29,6 +29,28 @@ def test_a_table_is_read_cell_by_cell(ruled):
     assert "| Name | Count | Price | Share |\n| --- | --- | --- | --- |\n| Paper | 282 |" in md
 
 
+def test_a_typed_tables_header_whose_bars_stop_at_the_baseline_stays_text():
+    # In some bold faces "|" sits on the baseline: above a header's descenders ("g") the bar
+    # is shorter than its row. It stands where the body rows' bars stand, so the row is typed
+    # too, and the table stays text (once it was cut into cells with the line above it).
+    img = Image.new("L", (900, 400), 255)
+    draw = ImageDraw.Draw(img)
+    draw.text((40, 60), "for errors.", font=_serif(22), fill=0)  # a paragraph's last line
+    xs = [40, 300, 560]
+    rows = [["Segmenting", "Depot"], ["Irrevocably", "Keeping"]]
+    for r, row in enumerate(rows):
+        y = 100 + 40 * r
+        ascent, descent = _serif(22).getmetrics()
+        top, bottom = (y + 7, y + ascent - 1) if r == 0 else (y + 4, y + ascent + descent - 2)
+        for x in xs:  # the header's bars stand on the baseline, from cap height
+            draw.line((x, top, x, bottom), fill=0, width=2)
+        for c, cell in enumerate(row):
+            draw.text((xs[c] + 12, y), cell, font=_serif(22), fill=0)
+    layout = analyse_page(img)
+    assert [b.kind for b in layout.blocks] == ["text"]
+    assert len(layout.boxes) == 3 and all(b.kind == "text" for b in layout.boxes)
+
+
 def test_headings_spanning_a_tables_columns_are_its_first_rows():
     """A heading over several columns (and a date over a "$" column and a figure column)
     leaves no space where the columns' gutters are, so it is not cut by them: each of its

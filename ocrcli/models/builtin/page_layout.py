@@ -587,7 +587,7 @@ class _Cutter:
         if self.shaded[top:bottom, x0:x1].mean() > 0.5:
             return "text"
         rows = [s for s in g.slices if s.y1 - s.y0 >= 0.5 * self.lh]  # not accents or underscores
-        typed = sum(self._pipe_row(s, x0, x1) for s in rows)
+        typed = self._typed_rows(rows, x0, x1)
         if typed >= 2 or typed >= 0.6 * len(rows):
             # Rows typed with "|" between cells: the reader reads them as they are. Two such
             # rows in a group mean its gutter runs between their cells, not between columns.
@@ -608,15 +608,34 @@ class _Cutter:
 
     def _pipe_row(self, sl: _Slice, x0: int, x1: int) -> bool:
         """Whether a slice begins and ends with a thin stroke as tall as the slice: a row of a
-        table typed as text, "| a | b |"."""
-        runs = _runs_1d(sl.used)
-        if len(runs) < 3:
+        table typed as text, "| a | b |". An italic bar slants, so the stroke may be as wide
+        as 0.4 line heights."""
+        ends = self._thin_ends(sl)
+        if ends is None:
             return False
         region = self.solid[sl.y0 : sl.y1, x0:x1]
-        for a, b in (runs[0], runs[-1]):
-            if b - a > max(2, 0.25 * self.lh) or region[:, a:b].any(axis=1).mean() < 0.8:
-                return False
-        return True
+        return all(region[:, a:b].any(axis=1).mean() >= 0.8 for a, b in ends)
+
+    def _thin_ends(self, sl: _Slice) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """The slice's first and last runs of ink where both are thin strokes and there is
+        something between them; None otherwise."""
+        runs = _runs_1d(sl.used)
+        if len(runs) < 3 or any(b - a > max(2, 0.4 * self.lh) for a, b in (runs[0], runs[-1])):
+            return None
+        return runs[0], runs[-1]
+
+    def _typed_rows(self, rows: list[_Slice], x0: int, x1: int) -> int:
+        """How many rows are typed with "|": rows whose end strokes are bars as tall as the
+        row, and rows whose thin end strokes stand where those bars do (a header row whose
+        bars, in its bold face, stop at the baseline above the row's descenders)."""
+        typed = [self._pipe_row(sl, x0, x1) for sl in rows]
+        bars = [end for sl, t in zip(rows, typed) if t for end in self._thin_ends(sl)]
+        aligned = 0
+        for sl, t in zip(rows, typed):
+            ends = None if t else self._thin_ends(sl)
+            if ends and all(any(min(b, d) > max(a, c) for c, d in bars) for a, b in ends):
+                aligned += 1
+        return sum(typed) + aligned
 
 
 def _fills_every_part(slices: list[_Slice], gutters: list[tuple[int, int, bool]]) -> bool:
