@@ -50,6 +50,21 @@ def test_assemble_headings_lists_tables_and_paragraphs():
     assert "| a | b |\n| --- | --- |\n| 1 | 2 |" in md
 
 
+def test_a_paragraph_in_large_print_is_a_paragraph_not_a_run_of_headings():
+    # Lines of prose, each with ascenders and descenders, as a paragraph's lines have.
+    lines = [("A heading", 30), ("body text of the page", 20), ("body text, typed plainly", 20),
+             ("a lead in large print, typeset", 30), ("by the journal, spanning lines", 30),
+             ("quite like a paper's abstract", 30)] + [("body text of the page, typed plainly", 20)] * 6
+    img = _page(lines)
+    boxes = segment_lines(img)
+    assert len(boxes) == len(lines)
+    md = assemble_markdown(boxes, [t for t, _ in lines])
+    assert md.startswith("## A heading") or md.startswith("# A heading")
+    assert ("\n\na lead in large print, typeset by the journal, spanning lines quite like a "
+            "paper's abstract") in md
+    assert md.count("#") == md.split("\n")[0].count("#")
+
+
 def test_a_word_hyphenated_at_a_lines_end_is_made_whole():
     lines = ["as an irretrie-", "vably negative force, a well-", "known COVID-", "19 test, a Quebec-",
              "Ontario line, a re-", "Étude"]

@@ -357,6 +357,41 @@ def join_paragraph(lines: list[str]) -> str:
     return out
 
 
+HEADING_RATIO = 1.22  # a line's ink this many times the body's height is a heading
+LARGE_PRINT_LINES = 3  # so many heading-sized lines in a row, set as a paragraph, are one
+
+
+def _large_print(boxes: list[LineBox], texts: list[str], body: float, gap: float) -> set[int]:
+    """Indices of lines that are a paragraph in large print (a lead, an abstract), not a
+    run of headings: at least three heading-sized lines in a row, of about one size (ink
+    heights vary with ascenders and descenders), each at about the block's usual line gap,
+    scaled to the print, from the next. Written as headings, every line of it was one."""
+    out: set[int] = set()
+    run: list[int] = []
+
+    def close() -> None:
+        if len(run) >= LARGE_PRINT_LINES:
+            out.update(run)
+        run.clear()
+
+    for i, (box, text) in enumerate(zip(boxes, texts)):
+        if box.kind == "figure" or box.rule or box.shaded or not text.strip():
+            close()
+            continue
+        if box.ink_height / body <= HEADING_RATIO:
+            close()
+            continue
+        if run:
+            last = boxes[run[-1]]
+            usual = float(np.median([boxes[j].ink_height for j in run]))
+            size = max(box.ink_height, usual) / min(box.ink_height, usual)
+            if size > 1.4 or box.ink_top - last.ink_bottom > gap * 1.6 * box.ink_height / body + 2:
+                close()
+        run.append(i)
+    close()
+    return out
+
+
 def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
     """Markdown of one text block: headings by line height, lists by markers, code by shading,
     tables typed with "|", paragraphs by wider gaps; pictures as image placeholders."""
@@ -371,8 +406,9 @@ def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
         blocks.append([])
         kinds.append(kind)
 
+    large = _large_print(boxes, texts, body, gap)
     prev: LineBox | None = None
-    for box, text in zip(boxes, texts):
+    for i, (box, text) in enumerate(zip(boxes, texts)):
         text = text.strip()
         if box.kind == "figure":
             start("figure")
@@ -397,7 +433,7 @@ def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
             if not kinds or kinds[-1] != "table" or (big_gap and not header_only):
                 start("table")
             blocks[-1].append(text)
-        elif ratio > 1.22 and len(text) < 120:
+        elif ratio > HEADING_RATIO and len(text) < 120 and i not in large:
             level = 1 if ratio > 1.75 else 2 if ratio > 1.45 else 3
             start("heading")
             blocks[-1].append("#" * level + " " + text)
@@ -409,8 +445,8 @@ def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
         elif kinds and kinds[-1] == "list" and not big_gap and box.x0 > left + body * 0.5:
             blocks[-1][-1] = join_paragraph([blocks[-1][-1], text])  # a wrapped list item
         else:
-            if not kinds or kinds[-1] != "text" or big_gap:
-                start("text")
+            if not kinds or kinds[-1] != "text" or big_gap or (i in large) != (i - 1 in large):
+                start("text")  # large print begins or ends: another paragraph
             blocks[-1].append(text)
         prev = box
     out = []
