@@ -7,8 +7,9 @@ Sets (whole pages, CER and WER after normalising whitespace):
 - `heldout_train_fonts`: synthetic pages from held-out text files (the training text split is
   by file), typeset in the training fonts and sizes, seeded apart from training;
 - `heldout_unseen_fonts`: the same kind of pages in font families never used in training
-  (FreeFont, C059, P052, URW Bookman/Gothic) and sizes outside the training range (14-15 and
-  34-40 px). Needs fonts-freefont-ttf and fonts-urw-base35; skipped without them;
+  (FreeFont, C059, P052, URW Bookman/Gothic) at 14-15 px (small print, in training since the
+  warm-started reader), 34-40 px (above the training range) and 18-30 px. Needs
+  fonts-freefont-ttf and fonts-urw-base35; skipped without them;
 - `samples`: `samples/` converted through the real renderer, against `ground_truth/`.
 Acceptance is measured on the held-out training-font pages: per-depth conditional acceptance
 with a fixed depth equal to the head's, and mean tokens per verify step with gated drafting.

@@ -32,6 +32,13 @@ def main() -> None:
                          "folder (e.g. ocrcli/models/builtin: retrain only the shipped model's head)")
     ap.add_argument("--mtp-mlp-hidden", type=int, default=None,
                     help="the head block's SwiGLU width (default: the reader's; 0: no MLP)")
+    ap.add_argument("--warm-start", type=Path,
+                    help="start the reader from this exported model folder instead of from scratch, "
+                         "at --main-lr")
+    ap.add_argument("--main-lr", type=float, default=1.5e-3, help="the reader's peak learning rate")
+    ap.add_argument("--sizes", default="16,32", help="body text sizes of the training pages, MIN,MAX pixels")
+    ap.add_argument("--scan", type=float, default=0.0,
+                    help="share of training pages with heavier scanner damage (0 to 1)")
     ap.add_argument("--export", type=Path, help="write the final model into this folder")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=float, default=5.0, help="minutes of training between evaluations")
@@ -42,16 +49,19 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     trainer = Trainer(args.out, default_config(mtp_mlp_hidden=args.mtp_mlp_hidden))
     curriculum = not args.fixed_weights
+    lo, hi = (int(v) for v in args.sizes.split(","))
+    data = {"sizes": (lo, hi), "scan": args.scan}
     if args.init is None:
-        trainer.run_stage(StageConfig("main", args.main_minutes, lr=1.5e-3, warmup_steps=300,
-                                      eval_every_min=args.eval_every))
+        trainer.run_stage(StageConfig("main", args.main_minutes, lr=args.main_lr,
+                                      warmup_steps=100 if args.warm_start else 300,
+                                      eval_every_min=args.eval_every, **data), init=args.warm_start)
     main_ckpt = args.init or args.out / "main.pt"
     if args.head_minutes > 0:
         trainer.run_stage(StageConfig("head", args.head_minutes, lr=1e-3, warmup_steps=100,
-                                      curriculum=curriculum), init=main_ckpt)
+                                      curriculum=curriculum, **data), init=main_ckpt)
     if args.sd_minutes > 0:
         trainer.run_stage(StageConfig("head_sd", args.sd_minutes, lr=5e-4, warmup_steps=50,
-                                      curriculum=curriculum),
+                                      curriculum=curriculum, **data),
                           init=args.out / ("head.pt" if args.head_minutes > 0 else "main.pt"))
     trainer.log(stage="final", **trainer.evaluate())
     if args.export:

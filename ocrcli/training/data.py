@@ -94,8 +94,9 @@ class LineBatches(torch.utils.data.IterableDataset):
 
     def __init__(self, seed: int, start: int, batch_size: int, split: str = "train",
                  heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16,
-                 piece_width: int = PIECE_WIDTH):
+                 piece_width: int = PIECE_WIDTH, scan: float = 0.0):
         self.seed, self.start, self.batch_size = seed, start, batch_size
+        self.scan = scan  # share of pages with heavier scanner damage (`synth.scan_degrade`)
         self.piece_width = piece_width
         self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
 
@@ -104,7 +105,8 @@ class LineBatches(torch.utils.data.IterableDataset):
         page = self.start
         while True:
             lines = page_lines(make_page(self.seed * 10_000_000 + page, sources,
-                                         self.heldout_fonts, self.sizes), self.piece_width)
+                                         self.heldout_fonts, self.sizes, scan=self.scan),
+                               self.piece_width)
             page += 1
             if lines:
                 yield from lines

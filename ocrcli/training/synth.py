@@ -319,6 +319,28 @@ def degrade(image: Image.Image, rng: random.Random, strength: float = 1.0) -> Im
     return image
 
 
+def scan_degrade(image: Image.Image, rng: random.Random) -> Image.Image:
+    """Heavier scanner damage than `degrade`, for the warm-started reader: a page scanned at
+    a lower resolution and scaled back, uneven paper light, binarisation at a threshold that
+    thins strokes (breaking thin serifs) or thickens them, and specks."""
+    w, h = image.size
+    if rng.random() < 0.5:
+        f = rng.uniform(0.45, 0.8)
+        small = image.resize((max(1, int(w * f)), max(1, int(h * f))), Image.BOX)
+        image = small.resize((w, h), Image.BILINEAR)
+    arr = np.asarray(image, dtype=np.float32)
+    if rng.random() < 0.3:
+        ramp = np.linspace(0.0, 1.0, w if rng.random() < 0.5 else h, dtype=np.float32)
+        ramp = ramp[None, :] if ramp.size == w else ramp[:, None]
+        arr = arr - rng.uniform(15, 60) * ramp
+    if rng.random() < 0.5:
+        arr = np.where(arr < rng.uniform(70, 180), 0.0, 255.0)
+    if rng.random() < 0.3:
+        specks = np.random.default_rng(rng.randrange(2**32)).random(arr.shape) < rng.uniform(1e-4, 1e-3)
+        arr = np.where(specks, 0.0, arr)
+    return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8))
+
+
 def erases_text(clean: Image.Image, degraded: Image.Image, lines: list[TypesetLine],
                  keep: float = 0.5) -> bool:
     """Whether degrading wiped out a line: it kept under `keep` of the ink the layout step sees
@@ -341,8 +363,11 @@ def make_page(
     heldout_fonts: bool = False,
     sizes: tuple[int, int] = (18, 30),
     augment: bool = True,
+    scan: float = 0.0,
 ) -> SynthPage:
-    """A typeset page and its exact Markdown. Same seed, same page."""
+    """A typeset page and its exact Markdown. Same seed, same page. `scan` is the share of
+    pages that also get `scan_degrade`, drawn from a generator of their own so that the
+    pages made without it stay as they were."""
     rng = random.Random(seed)
     fonts = available_fonts(heldout_fonts) or available_fonts(False)
     ts = _Typesetter(_style(rng, fonts, sizes), rng)
@@ -373,4 +398,9 @@ def make_page(
         image = degrade(ts.image, rng)
         if erases_text(ts.image, image, ts.lines):
             image = ts.image  # the ground truth must describe what is on the page
+        scan_rng = random.Random(seed ^ 0x5CA7)
+        if scan and scan_rng.random() < scan:
+            scanned = scan_degrade(image, scan_rng)
+            if not erases_text(ts.image, scanned, ts.lines):
+                image = scanned
     return SynthPage(image=image, markdown="\n\n".join(ts.blocks), lines=ts.lines)
