@@ -554,8 +554,7 @@ class _Cutter:
                 break
             inked = np.flatnonzero(sl.used)
             spanning = inked[0] >= stub_end and inked[-1] < last_end
-            aligned = all(any(min(b, d) > max(a, c) for c, d, _ in sl.gaps)
-                          for a, b, _ in table.gutters)
+            aligned = all(any(_overlap(g[:2], gap[:2]) for gap in sl.gaps) for g in table.gutters)
             if not (spanning or aligned):
                 break
             head.insert(0, sl)
@@ -633,9 +632,14 @@ class _Cutter:
         aligned = 0
         for sl, t in zip(rows, typed):
             ends = None if t else self._thin_ends(sl)
-            if ends and all(any(min(b, d) > max(a, c) for c, d in bars) for a, b in ends):
+            if ends and all(any(_overlap(end, bar) for bar in bars) for end in ends):
                 aligned += 1
         return sum(typed) + aligned
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two spans (start, end exclusive) share a pixel."""
+    return min(a[1], b[1]) > max(a[0], b[0])
 
 
 def _fills_every_part(slices: list[_Slice], gutters: list[tuple[int, int, bool]]) -> bool:
