@@ -132,7 +132,7 @@ def _worker_init() -> None:
         threading.Thread(target=lambda: (parent.join(), os._exit(1)), daemon=True).start()
 
 
-SMALL_PAGE_POINTS = 360  # 5 inches: a PDF page with a shorter side is a small page
+SMALL_PAGE_POINTS = 360  # 5 inches: a PDF page whose shorter side is under this is small
 LETTER_WIDTH_POINTS = 612
 SMALL_PAGE_MAX_ZOOM = 4.0
 

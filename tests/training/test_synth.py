@@ -16,6 +16,20 @@ def test_pages_are_deterministic_by_seed_and_carry_markdown():
     assert a.lines and all(line.text for line in a.lines)
 
 
+def test_scanner_damage_leaves_other_pages_as_they_were_and_keeps_the_text():
+    src = TextSources.load("train", max_files=40)
+    changed = 0
+    for seed in range(6):
+        plain = make_page(seed, src)
+        assert plain.image.tobytes() == make_page(seed, src, scan=0.0).image.tobytes()
+        damaged = make_page(seed, src, scan=1.0)
+        clean = make_page(seed, src, augment=False)
+        assert damaged.markdown == plain.markdown
+        assert not erases_text(clean.image, damaged.image, clean.lines)  # the truth still holds
+        changed += damaged.image.tobytes() != plain.image.tobytes()
+    assert changed >= 3
+
+
 @pytest.mark.parametrize("dictionary", [True, False], ids=["word list", "no word list"])
 def test_train_and_test_text_come_from_different_files(tmp_path, dictionary):
     """Held out by file (prose, code) and by word, with a word list or without one (the
