@@ -93,6 +93,28 @@ def chart_page(seed: int = 0) -> Page:
     return page
 
 
+def chart_between_lines_page(seed: int = 0) -> Page:
+    """A chart whose axes come within a few pixels of the text lines just above and just
+    below it (a plot set tight in a column)."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    y = paragraphs(page, draw, 100, 100, 1000, 260, rng)
+    line = " ".join(rng.choice(WORDS) for _ in range(8))
+    draw.text((210, y), line, font=_serif(), fill=0)
+    box = tuple(int(v) for v in draw.textbbox((210, y), line, font=_serif()))
+    page.lines.append((line, box))
+    top = box[3] + 5
+    draw.line((200, top, 200, top + 400), fill=0, width=2)
+    draw.line((200, top + 400, 900, top + 400), fill=0, width=2)
+    draw.line([(200 + i * 7, top + 300 - int(250 * math.sin(i / 30))) for i in range(100)],
+              fill=0, width=3)
+    for i in range(5):
+        draw.text((180, top + 380 - i * 90), str(i), font=_serif(16), fill=0)
+    page.regions["figure"] = (180, top, 900, top + 401)
+    paragraphs(page, draw, 100, top + 404, 1000, 900, rng)
+    return page
+
+
 def photo_page(seed: int = 0) -> Page:
     """Text, a grey-level photograph (blurred noise), then more text."""
     rng = random.Random(seed)

@@ -13,6 +13,7 @@ from tests.models.layout_pages import (
     _serif,
     blank,
     cards_page,
+    chart_between_lines_page,
     chart_page,
     columns_page,
     cover_page,
@@ -81,6 +82,16 @@ def test_pictures_are_never_read(make):
     # The picture is painted out of the image the lines are cut from.
     crop = np.asarray(layout.image)[fy0 + 10 : fy1 - 30, fx0 + 10 : fx1 - 10]
     assert crop.min() > 200
+
+
+def test_the_lines_just_above_and_under_a_chart_are_read_not_taken_into_it():
+    page = chart_between_lines_page()
+    layout = analyse_page(page.image)
+    figures = [b for b in layout.boxes if b.kind == "figure"]
+    fx0, fy0, fx1, fy1 = page.regions["figure"]
+    assert len(figures) == 1 and figures[0].y0 >= fy0 - 4 and figures[0].y1 <= fy1 + 4
+    read = [b for b in layout.boxes if b.readable]
+    assert len(read) == len(page.lines)
 
 
 def test_a_picture_becomes_a_placeholder_between_the_paragraphs_around_it():

@@ -339,6 +339,34 @@ def _merge_boxes(boxes: list[list[int]], reach: int) -> list[list[int]]:
     return boxes
 
 
+def _text_rows_outside(comps: Components, near: np.ndarray, top: int, bottom: int, lh: float
+                       ) -> np.ndarray:
+    """Those of the small things `near` a picture, above its top or below its bottom, that
+    form a line of text: many of them side by side, most a letter's gap apart. The line just
+    above a chart or just under it is the page's text; a chart's axis numbers stand further
+    apart."""
+    boxes = comps.boxes[near]
+    middle = (boxes[:, 0] + boxes[:, 2]) / 2
+    outside = near[(middle < top) | (middle > bottom)]
+    rows: list[list[int]] = []  # indices into comps, row by row from the top
+    row_bottom = -1
+    for i in sorted(outside, key=lambda i: comps.boxes[i, 0]):
+        top_i, bottom_i = comps.boxes[i, 0], comps.boxes[i, 2]
+        if rows and top_i <= row_bottom:
+            rows[-1].append(i)
+            row_bottom = max(row_bottom, bottom_i)
+        else:
+            rows.append([i])
+            row_bottom = bottom_i
+    text: list[int] = []
+    for members in rows:
+        row = comps.boxes[sorted(members, key=lambda i: comps.boxes[i, 1])]
+        gaps = row[1:, 1] - row[:-1, 3]
+        if len(members) >= 8 and np.median(gaps) <= 0.5 * lh:
+            text += members
+    return np.asarray(text, dtype=int)
+
+
 def picture_mask(ink: np.ndarray, rules: np.ndarray, lh: float, whole: Components
                  ) -> tuple[np.ndarray, list[list[int]]]:
     """Pixels of pictures and the pictures' boxes (top, left, bottom, right). A picture is a
@@ -370,6 +398,7 @@ def picture_mask(ink: np.ndarray, rules: np.ndarray, lh: float, whole: Component
                   & (r_ >= left - near) & (l_ <= right + near))
         if inside.sum() > max(60, 0.3 * small.sum()):
             continue  # only the blob itself is left out, not what it surrounds
+        inside[_text_rows_outside(comps, np.flatnonzero(inside), top, bottom, lh)] = False
         for i in np.flatnonzero(inside):
             t, lf, b, r = comps.boxes[i]
             top, left, bottom, right = min(top, t), min(left, lf), max(bottom, b), max(right, r)
