@@ -28,21 +28,28 @@ from ocrcli.training.text import (
     word_sequence,
 )
 
-FONT_DIRS = (Path("/usr/share/fonts"),)
+# Debian keeps TeX's Latin Modern (the face of most LaTeX papers) under texmf.
+FONT_DIRS = (Path("/usr/share/fonts"), Path("/usr/share/texmf/fonts/opentype"))
 
 # Families by role. Training fonts and held-out fonts never overlap.
 TRAIN_FONTS = {
     "serif": ["DejaVuSerif.ttf", "DejaVuSerifCondensed.ttf", "LiberationSerif-Regular.ttf",
               "LiberationSerif-Italic.ttf", "NimbusRoman-Regular.otf", "NimbusRoman-Italic.otf",
-              "DejaVuSerif-Italic.ttf"],
+              "DejaVuSerif-Italic.ttf", "lmroman10-regular.otf", "lmroman10-italic.otf",
+              "Caladea-Regular.ttf", "Caladea-Italic.ttf", "LinLibertine_R.otf",
+              "LinLibertine_RI.otf", "EBGaramond12-Regular.otf"],
     "sans": ["DejaVuSans.ttf", "DejaVuSansCondensed.ttf", "LiberationSans-Regular.ttf",
              "LiberationSansNarrow-Regular.ttf", "NimbusSans-Regular.otf", "DejaVuSans-Oblique.ttf",
-             "LiberationSans-Italic.ttf", "NimbusSans-Italic.otf"],
+             "LiberationSans-Italic.ttf", "NimbusSans-Italic.otf", "lmsans10-regular.otf",
+             "Carlito-Regular.ttf", "Carlito-Italic.ttf", "Lato-Regular.ttf", "OpenSans-Regular.ttf",
+             "Roboto-Regular.ttf", "GilliusADF-Regular.otf", "LinBiolinum_R.otf"],
     "bold": ["DejaVuSans-Bold.ttf", "DejaVuSerif-Bold.ttf", "LiberationSans-Bold.ttf",
              "LiberationSerif-Bold.ttf", "NimbusSans-Bold.otf", "NimbusRoman-Bold.otf",
-             "DejaVuSansCondensed-Bold.ttf", "LiberationSansNarrow-Bold.ttf"],
+             "DejaVuSansCondensed-Bold.ttf", "LiberationSansNarrow-Bold.ttf", "lmroman10-bold.otf",
+             "lmsans10-bold.otf", "Carlito-Bold.ttf", "Caladea-Bold.ttf", "Lato-Bold.ttf",
+             "OpenSans-Bold.ttf", "Roboto-Bold.ttf", "GilliusADF-Bold.otf", "LinLibertine_RB.otf"],
     "mono": ["DejaVuSansMono.ttf", "LiberationMono-Regular.ttf", "NimbusMonoPS-Regular.otf",
-             "DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf"],
+             "DejaVuSansMono-Bold.ttf", "LiberationMono-Bold.ttf", "lmmono10-regular.otf"],
 }
 HELDOUT_FONTS = {
     "serif": ["FreeSerif.ttf", "C059-Roman.otf", "P052-Roman.otf", "URWBookman-Light.otf",
@@ -77,6 +84,35 @@ def available_fonts(heldout: bool = False) -> dict[str, list[Path]]:
         if not names and fallback[role] in index:
             found[role] = [index[fallback[role]]]
     return found
+
+
+# What a page shows where its font has no glyph for a character: the text is changed before
+# it is set, so the ground truth never names a character the page draws as an empty box.
+STAND_INS = {"\u2018": "'", "\u2019": "'", "\u201a": ",", "\u201c": '"', "\u201d": '"',
+             "\u201e": '"', "\u2013": "-", "\u2014": "--", "\u2022": "*", "\u2026": "...",
+             "\u2020": "+", "\u2021": "++", "\u2032": "'", "\u2033": '"', "\u20ac": "EUR",
+             "\u2122": "TM", "\u2212": "-", "\u2190": "<-", "\u2192": "->", "\u2264": "<=",
+             "\u2265": ">=", "\u2260": "!="}
+
+
+@lru_cache(maxsize=64)
+def missing_glyphs(path: Path) -> frozenset[str]:
+    """The STAND_INS characters the font draws as its empty box (or not at all)."""
+    font = ImageFont.truetype(str(path), 24)
+
+    def shape(ch: str) -> tuple[bytes, tuple[int, int]]:
+        mask = font.getmask(ch)
+        return bytes(mask), mask.size
+
+    empty = {shape("\ue000"), shape("\U0001f600")}  # a private-use and an emoji code point
+    return frozenset(ch for ch in STAND_INS
+                     if shape(ch) in empty or font.getmask(ch).getbbox() is None)
+
+
+def stand_ins(fonts: dict[str, Path]) -> dict[int, str]:
+    """A `str.translate` table for text set in any of `fonts`."""
+    missing = set().union(*(missing_glyphs(p) for p in fonts.values()))
+    return {ord(ch): STAND_INS[ch] for ch in missing}
 
 
 @lru_cache(maxsize=256)
@@ -159,6 +195,11 @@ class _Typesetter:
         self.y = style.margin
         self.lines: list[TypesetLine] = []
         self.blocks: list[str] = []
+        self.stand_ins = stand_ins(style.fonts)
+
+    def fit(self, text: str) -> str:
+        """`text` with the characters the page's fonts cannot draw replaced."""
+        return text.translate(self.stand_ins)
 
     @property
     def text_width(self) -> int:
@@ -177,6 +218,7 @@ class _Typesetter:
         self.y += int(self.s.body_size * self.s.spacing * factor)
 
     def heading(self, text: str, level: int) -> bool:
+        text = self.fit(text)
         font = _font(self.s.fonts["bold"], int(self.s.body_size * (2.0, 1.6, 1.3)[level - 1]))
         lines = _wrap(text, font, self.text_width)[:1]
         if not lines or not self.room(font, 2):
@@ -187,6 +229,7 @@ class _Typesetter:
         return True
 
     def paragraph(self, text: str) -> bool:
+        text = self.fit(text)
         font = _font(self.s.fonts["serif" if self.rng.random() < 0.6 else "sans"], self.s.body_size)
         lines = _wrap(text, font, self.text_width)
         while lines and not self.room(font, len(lines)):
@@ -203,7 +246,8 @@ class _Typesetter:
         font = _font(self.s.fonts["sans" if self.rng.random() < 0.5 else "serif"], self.s.body_size)
         indent = self.s.margin + self.s.body_size
         out = []
-        for i, text in enumerate(texts, 1):
+        first = 1 if self.rng.random() < 0.6 else self.rng.randint(2, 400)  # "150." too
+        for i, text in enumerate(map(self.fit, texts), first):
             marker = f"{i}." if numbered else "\u2022"
             lines = _wrap(f"{marker} {text}", font, self.text_width - self.s.body_size)
             if not self.room(font, len(lines)):
@@ -222,7 +266,7 @@ class _Typesetter:
 
     def code(self, lines: list[str]) -> bool:
         font = _font(self.s.fonts["mono"], max(12, int(self.s.body_size * 0.9)))
-        lines = [ln for ln in lines if font.getlength(ln) < self.text_width - 2 * font.size]
+        lines = [ln for ln in map(self.fit, lines) if font.getlength(ln) < self.text_width - 2 * font.size]
         while lines and not self.room(font, len(lines) + 1):
             lines.pop()
         if not lines:
@@ -243,6 +287,7 @@ class _Typesetter:
     def table(self, rows: list[list[str]]) -> bool:
         font = _font(self.s.fonts["sans"], self.s.body_size)
         bold = _font(self.s.fonts["bold"], self.s.body_size)
+        rows = [[self.fit(cell) for cell in row] for row in rows]
         cols = len(rows[0])
         widths = [max(bold.getlength(r[c]) for r in rows) + font.size * 1.2 for c in range(cols)]
         if sum(widths) + font.size > self.text_width or not self.room(font, len(rows) + 2):

@@ -99,8 +99,9 @@ def _number(rng: random.Random) -> str:
         return f"v{rng.randint(0, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
     if kind == 4:
         return f"{rng.uniform(0, 100):.1f}%"
-    if kind == 5:
-        return f"{rng.randint(1, 999):,}".replace(",", rng.choice([",", ""])) + ",000"
+    if kind == 5:  # thousands grouped by a comma, a point or a space ("754 600"), or not
+        sep = rng.choice([",", ",", ".", " ", ""])
+        return f"{rng.randint(1000, 9_999_999):,}".replace(",", sep)
     if kind == 6:
         return str(rng.randint(0, 100000))
     return f"{rng.uniform(-50, 50):.{rng.randint(1, 3)}f}"

@@ -1,10 +1,21 @@
+import random
+
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw, ImageFilter
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
 from ocrcli.training.data import page_lines, piece_texts
-from ocrcli.training.synth import TypesetLine, _font, available_fonts, erases_text, make_page
+from ocrcli.training.synth import (
+    PageStyle,
+    TypesetLine,
+    _font,
+    _Typesetter,
+    available_fonts,
+    erases_text,
+    make_page,
+    missing_glyphs,
+)
 from ocrcli.training.text import TextSources
 
 
@@ -56,6 +67,27 @@ def test_most_pages_segment_into_their_typeset_lines():
 def test_dejavu_is_enough():
     fonts = available_fonts()
     assert all(fonts[role] for role in ("serif", "sans", "bold", "mono"))
+
+
+def _page_set_in(font_file) -> _Typesetter:
+    style = PageStyle(width=900, height=400, margin=20, body_size=24, spacing=1.3, ink=0,
+                      paper=255, fonts=dict.fromkeys(("serif", "sans", "bold", "mono"), font_file))
+    return _Typesetter(style, random.Random(0))
+
+
+def test_characters_a_font_cannot_draw_are_replaced_in_the_page_and_its_markdown(tmp_path):
+    # Pillow's built-in face (Aileron) has no arrows or comparison signs; DejaVu has both.
+    aileron = tmp_path / "aileron.ttf"
+    aileron.write_bytes(ImageFont.load_default(24).font_bytes)
+    assert {"\u2192", "\u2264"} <= missing_glyphs(aileron)
+    text = "if x \u2264 y then x \u2192 y"
+    narrow = _page_set_in(aileron)
+    assert narrow.paragraph(text) and narrow.table([["a \u2192 b", "c"], ["1 \u2264 2", "3"]])
+    assert narrow.blocks[0] == "if x <= y then x -> y"
+    assert "a -> b" in narrow.blocks[1] and "1 <= 2" in narrow.blocks[1]
+    assert all("\u2192" not in line.text for line in narrow.lines)
+    full = _page_set_in(available_fonts()["serif"][0])
+    assert full.paragraph(text) and full.blocks[0] == text
 
 
 def test_pieces_of_long_lines_get_their_exact_texts():
