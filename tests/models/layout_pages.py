@@ -214,6 +214,18 @@ def furniture_page(seed: int = 0, heading: bool = False, imprint: bool = False) 
     return page
 
 
+def mid_page_number_page(seed: int = 0) -> Page:
+    """A body that ends mid-page, its page number well below it and a rule under that: the
+    page number stands far above the page's bottom tenth."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    paragraphs(page, draw, 100, 120, 1000, 860, rng)
+    draw.text((600, 1000), "62", font=_serif(16), fill=0)
+    page.regions["footer"] = (600, 1000, 630, 1020)
+    draw.rectangle((100, 1040, 1100, 1041), fill=0)
+    return page
+
+
 def spread_footer_page(seed: int = 0) -> Page:
     """A body and, at the foot, a footer of body size as wide as the body: a journal's name at
     the left margin and its issue at the right, a wide space between them."""

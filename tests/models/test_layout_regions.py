@@ -18,6 +18,7 @@ from tests.models.layout_pages import (
     columns_page,
     cover_page,
     furniture_page,
+    mid_page_number_page,
     paragraphs,
     photo_page,
     spread_footer_page,
@@ -160,6 +161,15 @@ def test_a_footer_with_parts_at_both_margins_is_furniture_though_wide():
     assert [b.kind for b in layout.blocks] == ["text", "footer"]
     footer = [b for b in layout.boxes if b.kind == "footer"]
     assert footer and all(_inside(b, page.regions["footer"]) for b in footer)
+    assert sum(b.readable for b in layout.boxes) == len(page.lines)
+
+
+def test_the_page_number_of_a_body_that_ends_mid_page_is_furniture():
+    page = mid_page_number_page()
+    layout = analyse_page(page.image)
+    assert layout.blocks[-1].kind == "footer"
+    footer = [b for b in layout.boxes if b.kind == "footer"]
+    assert len(footer) == 1 and _inside(footer[0], page.regions["footer"])
     assert sum(b.readable for b in layout.boxes) == len(page.lines)
 
 

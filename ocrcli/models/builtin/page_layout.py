@@ -37,6 +37,8 @@ FURNITURE_MAX_SPAN = 0.6  # share of the body's width: a wider line of body size
 FURNITURE_SPREAD_GAP = 3.0  # line heights: a space this wide splits a header's or footer's parts
 FURNITURE_SPARSE_GAP = 2.5  # line heights: on a sparse page, small print this far apart is apart
 FURNITURE_SPARSE_BODY_GAP = 4.0  # line heights: the same for a short line of body size
+PAGE_NUMBER_MAX_WIDTH = 3.0  # line heights: about four digits, or "- 7 -"
+DUST = 0.4  # line heights: a slice this small both ways is what is left of a rule or a speck
 
 
 # --- runs and connected components -------------------------------------------------------
@@ -740,7 +742,9 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     A line whose parts stand at the page's ends with a wide space between them (a journal's
     name left, its issue right) counts as short: a paragraph's line has no such space. On a
     sparse page (a cover, a title page) the body's own gaps are wide, so "set apart" asks for
-    no more than 2.5 line heights for small print and 4 for body size."""
+    no more than 2.5 line heights for small print and 4 for body size. Below the page's middle,
+    a lone line of a few characters set apart by such a gap is the page number, even above
+    the bottom tenth: the body may end mid-page."""
     if len(slices) < 6:
         return 0, 0
     gaps = [b.y0 - a.y1 for a, b in zip(slices, slices[1:])]
@@ -759,14 +763,31 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
         return (height <= 1.25 * lh and short and gap >= beyond_body) or (
             height <= 0.85 * lh and gap >= apart)
 
+    def page_number(sl: _Slice, gap: int) -> bool:
+        # Where the body ends mid-page, its page number follows it, well above the page's foot.
+        return (sl.y0 >= height / 2 and _ink_width(sl.used) <= PAGE_NUMBER_MAX_WIDTH * lh
+                and sl.y1 - sl.y0 <= 1.25 * lh and gap >= beyond_body)
+
     top = 0
     while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and lone(slices[top], gaps[top]):
         top += 1
+    end = len(slices)  # dust under the last line (a rule's remains, a speck) is never read
+    while end > top + 1 and _dust(slices[end - 1], lh):
+        end -= 1
     bottom = 0
-    while (bottom < 2 and slices[-1 - bottom].y0 >= (1 - FURNITURE_ZONE) * height
-           and lone(slices[-1 - bottom], gaps[-1 - bottom])):
+    while bottom < 2:
+        i = end - 1 - bottom
+        if i <= top:
+            break
+        at_foot = slices[i].y0 >= (1 - FURNITURE_ZONE) * height and lone(slices[i], gaps[i - 1])
+        if not (at_foot or (bottom == 0 and page_number(slices[i], gaps[i - 1]))):
+            break
         bottom += 1
-    return top, bottom
+    return top, bottom + len(slices) - end
+
+
+def _dust(sl: _Slice, lh: float) -> bool:
+    return sl.y1 - sl.y0 < DUST * lh and _ink_width(sl.used) < DUST * lh
 
 
 def page_blocks(cutter: _Cutter, width: int, height: int) -> list[Block]:
