@@ -65,6 +65,21 @@ def test_a_paragraph_in_large_print_is_a_paragraph_not_a_run_of_headings():
     assert md.count("#") == md.split("\n")[0].count("#")
 
 
+def test_a_heading_set_on_two_lines_is_one_heading():
+    body = [("body text of the page, typed plainly", 20)] * 3
+    lines = [("Corporate social responsibility and", 40), ("the tobacco industry: hope or hype?", 40),
+             *body, ("Background", 40), ("and history", 40), *body, ("Methods", 40),
+             ("Data sources", 40), *body]
+    img = _page(lines)
+    boxes = segment_lines(img)
+    assert len(boxes) == len(lines)
+    md = assemble_markdown(boxes, [t for t, _ in lines])
+    heads = [line for line in md.split("\n") if line.startswith("#")]
+    assert [h.lstrip("#").strip() for h in heads] == [
+        "Corporate social responsibility and the tobacco industry: hope or hype?",
+        "Background and history", "Methods", "Data sources"]
+
+
 def test_a_word_hyphenated_at_a_lines_end_is_made_whole():
     lines = ["as an irretrie-", "vably negative force, a well-", "known COVID-", "19 test, a Quebec-",
              "Ontario line, a re-", "Étude"]

@@ -392,6 +392,16 @@ def _large_print(boxes: list[LineBox], texts: list[str], body: float, gap: float
     return out
 
 
+def _heading_goes_on(kinds: list[str], prev: LineBox | None, box: LineBox, text: str) -> bool:
+    """A heading's second line ("... tobacco industry:" / "hope or hype?"): it follows a
+    heading line of about its size, closer than its own height, and goes on in lower case.
+    A line that starts with a capital is taken as a heading of its own."""
+    if not kinds or kinds[-1] != "heading" or prev is None or not text[:1].islower():
+        return False
+    size = max(box.ink_height, prev.ink_height) / max(1, min(box.ink_height, prev.ink_height))
+    return size < 1.4 and box.ink_top - prev.ink_bottom < box.ink_height
+
+
 def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
     """Markdown of one text block: headings by line height, lists by markers, code by shading,
     tables typed with "|", paragraphs by wider gaps; pictures as image placeholders."""
@@ -434,6 +444,10 @@ def _text_markdown(boxes: list[LineBox], texts: list[str], body: float) -> str:
                 start("table")
             blocks[-1].append(text)
         elif ratio > HEADING_RATIO and len(text) < 120 and i not in large:
+            if _heading_goes_on(kinds, prev, box, text):
+                blocks[-1][-1] = join_paragraph([blocks[-1][-1], text])
+                prev = box
+                continue
             level = 1 if ratio > 1.75 else 2 if ratio > 1.45 else 3
             start("heading")
             blocks[-1].append("#" * level + " " + text)
