@@ -226,6 +226,31 @@ def mid_page_number_page(seed: int = 0) -> Page:
     return page
 
 
+def drop_cap_page(seed: int = 0) -> Page:
+    """A paragraph under body text that opens with a drop cap: an "O" three lines tall, its
+    top at the first line's capitals, the first three lines set to its right."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    y = paragraphs(page, draw, 100, 120, 1000, 400, rng)
+    font, cap = _serif(), _serif(88)
+    cx, cy = 100, y
+    line_top = draw.textbbox((0, y), "Over", font=font)[1]
+    cap_box = draw.textbbox((cx, cy), "O", font=cap)
+    cy += line_top - cap_box[1]
+    draw.text((cx, cy), "O", font=cap, fill=0)
+    cap_box = draw.textbbox((cx, cy), "O", font=cap)
+    page.regions["cap"] = cap_box
+    indent = cap_box[2] + 12
+    words = " ".join(rng.choice(WORDS) for _ in range(60))
+    lines = ["ver the " + w for w in _wrap(words, font, 1100 - indent)[:3]]
+    for k, line in enumerate(lines):
+        draw.text((indent, y + k * LEADING), line, font=font, fill=0)
+        page.lines.append((line, tuple(draw.textbbox((indent, y + k * LEADING), line, font=font))))
+    page.regions["first_line"] = page.lines[-3][1]
+    paragraphs(page, draw, 100, y + 3 * LEADING, 1000, 1300, rng)
+    return page
+
+
 def spread_footer_page(seed: int = 0) -> Page:
     """A body and, at the foot, a footer of body size as wide as the body: a journal's name at
     the left margin and its issue at the right, a wide space between them."""

@@ -17,6 +17,7 @@ from tests.models.layout_pages import (
     chart_page,
     columns_page,
     cover_page,
+    drop_cap_page,
     furniture_page,
     mid_page_number_page,
     paragraphs,
@@ -161,6 +162,21 @@ def test_a_footer_with_parts_at_both_margins_is_furniture_though_wide():
     assert [b.kind for b in layout.blocks] == ["text", "footer"]
     footer = [b for b in layout.boxes if b.kind == "footer"]
     assert footer and all(_inside(b, page.regions["footer"]) for b in footer)
+    assert sum(b.readable for b in layout.boxes) == len(page.lines)
+
+
+def test_a_drop_cap_is_read_at_the_start_of_its_paragraphs_first_line():
+    page = drop_cap_page()
+    layout = analyse_page(page.image)
+    assert "figure" not in [b.kind for b in layout.blocks]
+    x0, y0, x1, y1 = page.regions["first_line"]
+    first = [b for b in layout.boxes if b.readable and b.ink_top <= y0 + 4 and b.ink_bottom >= y1 - 8]
+    assert len(first) == 1
+    upright = np.asarray(layout.image.convert("L"))
+    cap = page.regions["cap"]
+    moved = upright[y0 : y1, cap[0] : x0 - 2] < 128  # the cap, at the line's height
+    assert moved.any() and first[0].x0 < x0 - 8
+    assert (upright[y1 + 2 : cap[3], cap[0] : cap[2]] > 200).all()  # nothing left below it
     assert sum(b.readable for b in layout.boxes) == len(page.lines)
 
 

@@ -409,6 +409,84 @@ def picture_mask(ink: np.ndarray, rules: np.ndarray, lh: float, whole: Component
     return mask, kept
 
 
+def _drop_cap_line(comps: Components, i: int, lh: float) -> tuple[int, int, int] | None:
+    """For a component that is a drop cap (a letter two to five lines tall at the start of a
+    paragraph, the paragraph's first lines beside it), the first line's letter top, baseline
+    and left end; None for anything else."""
+    top, left, bottom, right = comps.boxes[i]
+    hgt, wid = bottom - top + 1, right - left + 1
+    if not (2.2 * lh <= hgt <= 5 * lh and 0.8 * lh <= wid <= 4 * lh
+            and comps.area[i] <= 0.6 * hgt * wid):
+        return None
+    t_, l_, b_, r_ = comps.boxes.T
+    letter = (b_ - t_ < 1.5 * lh) & (r_ - l_ < 2 * lh)
+    beside = letter & (t_ >= top - 0.5 * lh) & (b_ <= bottom + 0.5 * lh)
+    right_of = beside & (l_ > right) & (l_ <= right + 1.5 * lh)
+    left_of = beside & (r_ < left) & (r_ >= left - 1.5 * lh)
+    rows = np.unique((t_[right_of] - top) // max(1, int(0.8 * lh)))
+    first = letter & (l_ > right) & (l_ <= right + 20 * lh) & (np.abs(t_ - top) <= 0.5 * lh)
+    if left_of.any() or rows.size < 2 or _run_of_words(comps.boxes[first], lh) < 8 * lh:
+        return None
+    # One big glyph has strokes far thicker than the text's (a word set on a slant has not).
+    own = comps.run_label == i
+    text_runs = np.isin(comps.run_label, np.flatnonzero(letter))
+    stroke = np.median(comps.run_ends[own] - comps.run_starts[own])
+    if stroke < 2 * np.median(comps.run_ends[text_runs] - comps.run_starts[text_runs]):
+        return None
+    return int(t_[first].min()), int(np.median(b_[first])), int(l_[first].min())
+
+
+def _run_of_words(boxes: np.ndarray, lh: float) -> int:
+    """How far a line's letters reach from its first one without a gap wider than a word
+    space: a paragraph's line is long; a table row stops at its first gutter."""
+    if boxes.size == 0:
+        return 0
+    boxes = boxes[np.argsort(boxes[:, 1])]
+    reach = boxes[0, 3]
+    for left, right in boxes[1:, [1, 3]]:
+        if left - reach > lh:
+            break
+        reach = max(reach, right)
+    return int(reach - boxes[0, 1])
+
+
+def set_drop_caps(gray: np.ndarray, ink: np.ndarray, comps: Components, lh: float
+                  ) -> bool:
+    """Moves each drop cap into its paragraph's first line, at the line's letter height just
+    before its first letter, so that the line reader reads "Over" where the page has a big
+    "O" beside "ver". Changes `gray` and `ink` in place; True if any was moved."""
+    hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
+    moved = False
+    paper = np.float32(np.median(gray[~ink])) if not ink.all() else np.float32(255)
+    for i in np.flatnonzero(hgt >= 2.2 * lh):
+        line = _drop_cap_line(comps, int(i), lh)
+        if line is None:
+            continue
+        letter_top, baseline, first_left = line
+        top, left, bottom, right = (int(v) for v in comps.boxes[i])
+        rows, cols = comps.pixels(int(i))
+        shape = np.zeros((bottom - top + 1, right - left + 1), dtype=bool)
+        shape[rows - top, cols - left] = True
+        crop = np.where(shape, gray[top : bottom + 1, left : right + 1], paper)
+        # Its whole box, with its anti-aliased edge (lighter than the ink threshold): nothing
+        # else stands there, as the line beside it starts right of it.
+        box = (slice(max(0, top - 2), bottom + 3), slice(max(0, left - 2), right + 2))
+        gray[box], ink[box] = paper, False
+        new_h = max(4, baseline - letter_top + 1)
+        new_w = max(2, round(shape.shape[1] * new_h / shape.shape[0]))
+        x1 = first_left - max(1, round(0.1 * lh))
+        x0 = x1 - new_w
+        if x0 < 0 or baseline - new_h + 1 < 0:
+            continue
+        small = np.asarray(Image.fromarray(crop.astype(np.uint8)).resize((new_w, new_h),
+                                                                        Image.BILINEAR))
+        y0 = baseline - new_h + 1
+        gray[y0 : baseline + 1, x0:x1] = np.minimum(gray[y0 : baseline + 1, x0:x1], small)
+        ink[y0 : baseline + 1, x0:x1] |= small < (paper + float(small.min())) / 2
+        moved = True
+    return moved
+
+
 # --- regions ------------------------------------------------------------------------------
 
 
@@ -879,6 +957,8 @@ def analyse_page(image: Image.Image) -> PageLayout:
     if fills.any():  # painted as paper: the text on them is what is left of their ink
         gray = np.where(fills, np.float32(paper), gray)
         ink = despeckle(ink & ~fills)
+        comps = components(ink)
+    if set_drop_caps(gray, ink, comps, lh):
         comps = components(ink)
     hrules, vrules = rulings(ink, lh)
     pictures, picture_boxes = picture_mask(ink, hrules | vrules, lh, comps)
