@@ -39,7 +39,7 @@ from PIL import Image, ImageOps
 from ocrcli.errors import one_line
 from ocrcli.faults import NO_FAULTS, Faults
 from ocrcli.inputs import PageRef, open_image, open_pdf
-from ocrcli.text_layer import TextLayer, attach, text_layer_of
+from ocrcli.text_layer import DPI_KEY, TextLayer, attach, text_layer_of
 
 # A worker's address-space cap: far above what a legitimate page needs (a 200-megapixel image
 # decodes in under 1 GiB), far below what a bomb would take.
@@ -198,6 +198,7 @@ def render_page(ref: PageRef, settings: RenderSettings) -> PageImage:
             image = page.render(scale=scale, may_draw_forms=True).to_pil().convert("RGB")
             text_layer_chars = visible_text_chars(page)
             attach(image, read_text_layer(page, image.size))
+            image.info[DPI_KEY] = scale * 72 / zoom  # a small page's zoom left out
             page.close()
             result = PageImage(ref, image, scale * 72, text_layer_chars=text_layer_chars)
         else:

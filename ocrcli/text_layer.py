@@ -21,6 +21,8 @@ import numpy as np
 from PIL import Image
 
 INFO_KEY = "ocrcli.text_layer"  # where `attach` puts the layer in a PIL image's `info`
+# Where the renderer notes the dpi it rendered a PDF page at (without a small page's zoom).
+DPI_KEY = "ocrcli.render_dpi"
 SPACE_GAP = 0.1  # a gap wider than this share of the line's height separates words
 
 
@@ -91,6 +93,12 @@ def attach(image: Image.Image, layer: TextLayer | None) -> None:
     """Carry `layer` with `image` (it pickles with the image, to and from render workers)."""
     if layer is not None:
         image.info[INFO_KEY] = layer
+
+
+def rendered_dpi(image: Image.Image) -> float | None:
+    """The dpi a PDF page was rendered at (None: an image file, whose dpi tag may not hold)."""
+    dpi = image.info.get(DPI_KEY)
+    return float(dpi) if isinstance(dpi, (int, float)) and dpi > 0 else None
 
 
 def text_layer_of(image: Image.Image | None) -> TextLayer | None:

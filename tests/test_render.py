@@ -2,13 +2,14 @@ from PIL import Image
 
 from ocrcli.inputs import PageRef
 from ocrcli.render import Renderer, RenderSettings, render_page
+from ocrcli.text_layer import rendered_dpi
 from tests.conftest import SAMPLES
 
 
 def test_pdf_page_renders_at_dpi_and_pixel_cap():
     ref = PageRef(0, SAMPLES / "report.pdf", "pdf", 2)
     img = render_page(ref, RenderSettings(dpi=144))
-    assert img.error is None and img.image.size == (1224, 1584)
+    assert img.error is None and img.image.size == (1224, 1584) and rendered_dpi(img.image) == 144
     capped = render_page(ref, RenderSettings(dpi=144, max_pixels=500_000))
     w, h = capped.image.size
     assert w * h <= 500_000 and w > 500
@@ -21,6 +22,7 @@ def test_a_small_pdf_page_is_rendered_as_wide_as_a_letter_page(tmp_path):
     Image.new("L", (500, 833), 255).save(path, resolution=200.0)
     img = render_page(PageRef(0, path, "pdf", 1), RenderSettings(dpi=144))
     assert img.error is None and img.image.size[0] == 1224 and round(img.dpi) == 490
+    assert round(rendered_dpi(img.image)) == 144  # the zoom for a small page is left out
     tiny = tmp_path / "tiny.pdf"  # no more than 4 times the dpi
     Image.new("L", (100, 100), 255).save(tiny, resolution=200.0)
     assert render_page(PageRef(0, tiny, "pdf", 1), RenderSettings(dpi=72)).image.size == (144, 144)

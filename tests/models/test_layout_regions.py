@@ -5,10 +5,12 @@ import random
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from ocrcli.models.builtin import LinePageAdapter
 from ocrcli.models.builtin.layout import assemble_markdown
 from ocrcli.models.builtin.page_layout import analyse_page
+from ocrcli.text_layer import DPI_KEY
 from tests.models.layout_pages import (
     _serif,
     blank,
@@ -205,3 +207,27 @@ def test_a_big_heading_at_the_top_is_no_running_header():
     layout = analyse_page(page.image)
     assert layout.blocks[0].kind == "text"
     assert _inside(layout.boxes[0], page.regions["heading"]) and layout.boxes[0].readable
+
+
+def test_a_page_rendered_finer_is_laid_out_reduced_and_read_from_its_own_pixels():
+    page = columns_page(2)
+    coarse = page.image.convert("RGB")
+    fine = page.image.resize((2 * page.image.width, 2 * page.image.height), Image.LANCZOS)
+    fine = fine.convert("RGB")
+    fine.info[DPI_KEY] = 288.0
+    adapter = LinePageAdapter(384)
+    read_coarse = adapter.page_requests(coarse, 100)
+    read_fine = adapter.page_requests(fine, 100)
+    assert read_fine[0].meta.boxes == read_coarse[0].meta.boxes  # one layout, every line read
+    assert {r.meta.index for r in read_fine} == {r.meta.index for r in read_coarse}
+
+    def whole_lines(requests):  # lines read in one piece (pieces may be cut apart elsewhere)
+        index = [r.meta.index for r in requests]
+        return {i: r.visual for i, r in zip(index, requests) if index.count(i) == 1}
+
+    coarse_lines, fine_lines = whole_lines(read_coarse), whole_lines(read_fine)
+    same_width = [(coarse_lines[i], v) for i, v in fine_lines.items()
+                  if i in coarse_lines and coarse_lines[i].shape == v.shape]
+    assert len(same_width) > 0.5 * len(coarse_lines)
+    # Cut from the fine pixels (not the coarse ones enlarged), showing the same line.
+    assert all(0 < np.abs(a - b).mean() < 0.08 for a, b in same_width)

@@ -19,11 +19,11 @@ from ocrcli.models.builtin.layout import (
     line_tensor_array,
     split_wide,
 )
-from ocrcli.models.builtin.page_layout import analyse_page
+from ocrcli.models.builtin.page_layout import LAYOUT_DPI, analyse_page, fine_page, scale_box
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint
 from ocrcli.models.identity import BUILTIN_MAX_NEW_TOKENS as MAX_LINE_TOKENS
-from ocrcli.text_layer import TextLayer, text_layer_of
+from ocrcli.text_layer import TextLayer, rendered_dpi, text_layer_of
 
 if TYPE_CHECKING:  # torch loads with the model (`load`), not where pages are only prepared
     import torch
@@ -49,15 +49,27 @@ class LinePageAdapter:
     def page_requests(self, image: Image.Image, max_new_tokens: int,
                       text_layer: TextLayer | None = None) -> list[DecodeRequest]:
         # Upright, rules and pictures painted out, lines in reading order (columns, tables).
-        layout = analyse_page(image)
-        gray, boxes = layout.image, layout.boxes
+        # A page rendered finer than the layout needs is laid out on a reduced copy and its
+        # lines are cut from the page itself: more detail for the reader, the same layout.
+        dpi = rendered_dpi(image) or LAYOUT_DPI
+        coarse = image if dpi <= LAYOUT_DPI * 1.2 else image.resize(
+            (max(1, round(image.width * LAYOUT_DPI / dpi)),
+             max(1, round(image.height * LAYOUT_DPI / dpi))), Image.BOX)
+        layout = analyse_page(coarse)
+        boxes = layout.boxes
+        if coarse is image:
+            gray, read = layout.image, boxes
+        else:
+            gray = fine_page(image, coarse, layout)
+            read = [scale_box(b, gray.width / layout.image.width, gray.height / layout.image.height,
+                              gray.size) for b in boxes]
         cap = min(max_new_tokens, MAX_LINE_TOKENS)
         layer = text_layer if text_layer is not None else text_layer_of(image)
         if layout.turns:  # the layer's boxes are those of the page as it came, not turned
             layer = None
         return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, piece), cap,
                               meta=LinePlace(i, boxes), draft_text=self.draft_text(layer, piece))
-                for i, box in enumerate(boxes) if box.readable
+                for i, box in enumerate(read) if box.readable
                 for piece in split_wide(gray, box, self.piece_width)]
 
     def draft_text(self, layer: TextLayer | None, piece: LineBox) -> list[int] | None:

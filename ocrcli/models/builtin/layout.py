@@ -247,7 +247,7 @@ def split_wide(image: Image.Image, box: LineBox, max_width: int) -> list[LineBox
     """
     if max_width <= 0 or box.rule:
         return [box]
-    crop = np.asarray(image.convert("L").crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)),
+    crop = np.asarray(image.crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)).convert("L"),
                       dtype=np.float32)
     return _split_crop(crop, box, box.x0, max_width)
 
@@ -278,7 +278,7 @@ def _split_crop(crop: np.ndarray, box: LineBox, x_origin: int, max_width: int) -
 
 def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:
     """A crop normalised for the recogniser: float32 [32, W], ink = 1, paper = 0, W % 8 == 0."""
-    crop = np.asarray(image.convert("L").crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)),
+    crop = np.asarray(image.crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)).convert("L"),
                       dtype=np.float32)
     paper = np.percentile(crop, 80)
     ink = np.percentile(crop, 1)

@@ -30,6 +30,7 @@ from PIL import Image
 
 from ocrcli.models.builtin.layout import LineBox, PageInk, despeckle, ink_mask, lines_in, near_ink
 
+LAYOUT_DPI = 144  # the resolution the rules below are drawn for: a finer page is reduced first
 COLUMN_MIN_WIDTH = 10.0  # line heights: a text column holds at least this much (about 25 characters)
 GUTTER_MIN_WIDTH = 1.2  # line heights: a narrower run of empty columns is a space between words
 FURNITURE_ZONE = 0.1  # share of the page height at its top and bottom where headers/footers sit
@@ -974,3 +975,34 @@ def analyse_page(image: Image.Image) -> PageLayout:
     boxes = _block_boxes(PageInk.of(clean, text_ink, lh), blocks, picture_boxes)
     upright = Image.fromarray(np.clip(clean, 0, 255).astype(np.uint8))
     return PageLayout(upright, turns, blocks, boxes)
+
+
+def fine_page(image: Image.Image, coarse: Image.Image, layout: PageLayout) -> Image.Image:
+    """`image`, which `coarse` is a reduced copy of, turned upright as the layout of `coarse`
+    turned it, with what the layout changed (rules and pictures painted as paper, drop caps
+    moved) taken from the layout's image, enlarged."""
+    fine = np.asarray(image.convert("L"))
+    small = np.asarray(coarse.convert("L"))
+    if layout.turns:
+        fine, small = np.rot90(fine, layout.turns), np.rot90(small, layout.turns)
+    clean = np.asarray(layout.image)
+    size = (fine.shape[1], fine.shape[0])
+    changed = Image.fromarray(((clean != small) * 255).astype(np.uint8))
+    changed_fine = np.asarray(changed.resize(size, Image.BILINEAR)) > 0
+    clean_fine = np.asarray(layout.image.resize(size, Image.BILINEAR))
+    return Image.fromarray(np.where(changed_fine, clean_fine, fine))
+
+
+def scale_box(box: LineBox, fx: float, fy: float, size: tuple[int, int]) -> LineBox:
+    """`box` on a page `fx` (`fy`) times as wide (tall), `size` pixels, rounded outwards."""
+    w, h = size
+
+    def lo(v: int, f: float) -> int:
+        return int(v * f)
+
+    def hi(v: int, f: float, n: int) -> int:
+        return min(n - 1, int(np.ceil((v + 1) * f)) - 1)
+
+    return replace(box, x0=lo(box.x0, fx), x1=hi(box.x1, fx, w), y0=lo(box.y0, fy),
+                   y1=hi(box.y1, fy, h), ink_top=lo(box.ink_top, fy),
+                   ink_bottom=hi(box.ink_bottom, fy, h))
