@@ -451,37 +451,35 @@ def _run_of_words(boxes: np.ndarray, lh: float) -> int:
     return int(reach - boxes[0, 1])
 
 
-def set_drop_caps(gray: np.ndarray, ink: np.ndarray, comps: Components, lh: float
-                  ) -> bool:
+def set_drop_caps(gray: np.ndarray, ink: np.ndarray, comps: Components, lh: float,
+                  paper: float) -> bool:
     """Moves each drop cap into its paragraph's first line, at the line's letter height just
     before its first letter, so that the line reader reads "Over" where the page has a big
     "O" beside "ver". Changes `gray` and `ink` in place; True if any was moved."""
     hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
     moved = False
-    paper = np.float32(np.median(gray[~ink])) if not ink.all() else np.float32(255)
     for i in np.flatnonzero(hgt >= 2.2 * lh):
         line = _drop_cap_line(comps, int(i), lh)
         if line is None:
             continue
         letter_top, baseline, first_left = line
         top, left, bottom, right = (int(v) for v in comps.boxes[i])
+        new_h = max(4, baseline - letter_top + 1)
+        new_w = max(2, round((right - left + 1) * new_h / (bottom - top + 1)))
+        x1 = first_left - max(1, round(0.1 * lh))
+        x0, y0 = x1 - new_w, baseline - new_h + 1
+        if x0 < 0 or y0 < 0:
+            continue
         rows, cols = comps.pixels(int(i))
         shape = np.zeros((bottom - top + 1, right - left + 1), dtype=bool)
         shape[rows - top, cols - left] = True
-        crop = np.where(shape, gray[top : bottom + 1, left : right + 1], paper)
+        crop = np.where(shape, gray[top : bottom + 1, left : right + 1], np.float32(paper))
         # Its whole box, with its anti-aliased edge (lighter than the ink threshold): nothing
         # else stands there, as the line beside it starts right of it.
         box = (slice(max(0, top - 2), bottom + 3), slice(max(0, left - 2), right + 2))
         gray[box], ink[box] = paper, False
-        new_h = max(4, baseline - letter_top + 1)
-        new_w = max(2, round(shape.shape[1] * new_h / shape.shape[0]))
-        x1 = first_left - max(1, round(0.1 * lh))
-        x0 = x1 - new_w
-        if x0 < 0 or baseline - new_h + 1 < 0:
-            continue
         small = np.asarray(Image.fromarray(crop.astype(np.uint8)).resize((new_w, new_h),
                                                                         Image.BILINEAR))
-        y0 = baseline - new_h + 1
         gray[y0 : baseline + 1, x0:x1] = np.minimum(gray[y0 : baseline + 1, x0:x1], small)
         ink[y0 : baseline + 1, x0:x1] |= small < (paper + float(small.min())) / 2
         moved = True
@@ -959,7 +957,7 @@ def analyse_page(image: Image.Image) -> PageLayout:
         gray = np.where(fills, np.float32(paper), gray)
         ink = despeckle(ink & ~fills)
         comps = components(ink)
-    if set_drop_caps(gray, ink, comps, lh):
+    if set_drop_caps(gray, ink, comps, lh, paper):
         comps = components(ink)
     hrules, vrules = rulings(ink, lh)
     pictures, picture_boxes = picture_mask(ink, hrules | vrules, lh, comps)
