@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 from PIL import Image, ImageDraw
 
@@ -78,6 +80,25 @@ def test_a_heading_set_on_two_lines_is_one_heading():
     assert [h.lstrip("#").strip() for h in heads] == [
         "Corporate social responsibility and the tobacco industry: hope or hype?",
         "Background and history", "Methods", "Data sources"]
+
+
+def test_a_paragraph_carried_on_in_the_next_column_is_one_paragraph():
+    def column(block: int, x: int, lines: list[str]) -> list[LineBox]:
+        return [LineBox(x, 100 + 30 * k, x + 400, 120 + 30 * k, 102 + 30 * k, 118 + 30 * k,
+                        False, False, block=block) for k in range(len(lines))]
+
+    left = ["The first column of the page ends", "in the middle of a sentence, as"]
+    right = ["columns often do, and the second", "column carries it on.", "", "A new paragraph."]
+    boxes = column(0, 50, left) + column(1, 500, right)
+    boxes[-1] = replace(boxes[-1], y0=boxes[-1].y0 + 40, ink_top=boxes[-1].ink_top + 40,
+                        ink_bottom=boxes[-1].ink_bottom + 40, y1=boxes[-1].y1 + 40)
+    md = assemble_markdown(boxes, left + right)
+    assert md.split("\n\n") == [
+        "The first column of the page ends in the middle of a sentence, as columns often do, "
+        "and the second column carries it on.", "A new paragraph."]
+    ended = left[:1] + ["in the middle of a sentence."]
+    md = assemble_markdown(boxes, ended + right)
+    assert md.startswith("The first column of the page ends in the middle of a sentence.\n\ncolumns")
 
 
 def test_a_word_hyphenated_at_a_lines_end_is_made_whole():

@@ -316,10 +316,25 @@ def assemble_markdown(boxes: list[LineBox], texts: list[str]) -> str:
             md = ""
         else:
             md = _text_markdown(boxes[i:j], texts[i:j], body)
+            if out and _goes_on(out[-1], md):  # a paragraph carried on in the next column
+                out[-1] = join_paragraph([out[-1], md])
+                md = ""
         if md:
             out.append(md)
         i = j
     return "\n\n".join(out)
+
+
+_SENTENCE_GOES_ON = re.compile(r"[a-z\u00df-\u00ff,;-]$")  # no full stop: the text is cut off
+_NOT_PROSE = ("#", "|", "```", "- ", "![")
+
+
+def _goes_on(before: str, after: str) -> bool:
+    """Whether a block's first paragraph carries on the previous block's last one: that one
+    is prose cut off mid-sentence, and this one starts in lower case."""
+    last = before.rsplit("\n\n", 1)[-1]
+    return (bool(_SENTENCE_GOES_ON.search(last)) and after[:1].islower()
+            and not last.startswith(_NOT_PROSE) and not re.match(r"\d+\. ", last))
 
 
 def table_markdown(boxes: list[LineBox], texts: list[str]) -> str:
