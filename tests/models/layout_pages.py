@@ -251,6 +251,24 @@ def drop_cap_page(seed: int = 0) -> Page:
     return page
 
 
+def stamped_header_page(seed: int = 0) -> Page:
+    """A running header of two lines: a download stamp in body size over the journal's
+    running title at the left margin and the page number at the right, then the body after
+    a gap narrower than the page's widest, which comes before a section heading."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    font = _serif()
+    draw.text((250, 40), "Downloaded from www.layout.example on 12 July 2017", font=font, fill=0)
+    draw.text((100, 67), "Layout in Action", font=font, fill=0)
+    draw.text((1060, 67), "447", font=font, fill=0)
+    page.regions["header"] = (100, 40, 1100, 92)
+    y = paragraphs(page, draw, 100, 150, 1000, 700, rng)
+    draw.text((100, y + 180), "Results", font=_bold(40), fill=0)
+    page.regions["heading"] = (100, y + 180, 400, y + 230)
+    paragraphs(page, draw, 100, y + 260, 1000, 1400, rng)
+    return page
+
+
 def spread_footer_page(seed: int = 0) -> Page:
     """A body and, at the foot, a footer of body size as wide as the body: a journal's name at
     the left margin and its issue at the right, a wide space between them."""

@@ -25,6 +25,7 @@ from tests.models.layout_pages import (
     paragraphs,
     photo_page,
     spread_footer_page,
+    stamped_header_page,
 )
 
 
@@ -180,6 +181,15 @@ def test_a_drop_cap_is_read_at_the_start_of_its_paragraphs_first_line():
     assert moved.any() and first[0].x0 < x0 - 8
     assert (upright[y1 + 2 : cap[3], cap[0] : cap[2]] > 200).all()  # nothing left below it
     assert sum(b.readable for b in layout.boxes) == len(page.lines)
+
+
+def test_a_running_title_with_its_page_number_and_a_stamp_above_it_is_the_header():
+    page = stamped_header_page()
+    layout = analyse_page(page.image)
+    assert layout.blocks[0].kind == "header"
+    header = [b for b in layout.boxes if b.kind == "header"]
+    assert len(header) >= 2 and all(_inside(b, page.regions["header"]) for b in header)
+    assert sum(b.readable for b in layout.boxes) == len(page.lines) + 1  # the heading, read too
 
 
 def test_the_page_number_of_a_body_that_ends_mid_page_is_furniture():

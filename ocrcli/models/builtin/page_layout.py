@@ -837,8 +837,11 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
         height = sl.y1 - sl.y0
         spread = any(b - a >= FURNITURE_SPREAD_GAP * lh for a, b, _ in sl.gaps)
         short = spread or _ink_width(sl.used) <= FURNITURE_MAX_SPAN * body_span
+        # Two or three parts far apart (a journal's name left, its page right) are no
+        # paragraph's line, so a line's gap sets them apart; a table's row has more parts.
+        ends = spread and len(sl.gaps) <= 2
         return (height <= 1.25 * lh and short and gap >= beyond_body) or (
-            height <= 0.85 * lh and gap >= apart)
+            height <= 0.85 * lh and gap >= apart) or (height <= 1.25 * lh and ends and gap >= apart)
 
     def page_number(sl: _Slice, gap: int) -> bool:
         # Where the body ends mid-page, its page number follows it, well above the page's foot.
@@ -848,6 +851,11 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     top = 0
     while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and lone(slices[top], gaps[top]):
         top += 1
+    first, second = slices[0], slices[1]
+    if (top == 0 and second.y1 <= FURNITURE_ZONE * height and lone(second, gaps[1])
+            and first.y1 - first.y0 <= 1.25 * lh and gaps[0] <= lh
+            and _ink_width(first.used) <= 0.9 * body_span):
+        top = 2  # a line just above a running header (a download stamp) goes with it
     end = len(slices)  # dust under the last line (a rule's remains, a speck) is never read
     while end > top + 1 and _dust(slices[end - 1], lh):
         end -= 1
