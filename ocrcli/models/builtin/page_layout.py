@@ -831,17 +831,21 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
 
     body_span = max(_ink_width(sl.used) for sl in slices)
 
+    def spread(sl: _Slice) -> bool:
+        return any(b - a >= FURNITURE_SPREAD_GAP * lh for a, b, _ in sl.gaps)
+
+    def at_ends(sl: _Slice) -> bool:
+        # Two or three parts far apart (a journal's name left, its page right) are no
+        # paragraph's line, so a line's gap sets them apart; a table's row has more parts.
+        return sl.y1 - sl.y0 <= 1.25 * lh and spread(sl) and len(sl.gaps) <= 2
+
     def lone(sl: _Slice, gap: int) -> bool:
         # A line of body size must also be short: a paragraph's one long last line after a
         # wide gap (below a code block, a table) is body text, and leaving it out loses it.
         height = sl.y1 - sl.y0
-        spread = any(b - a >= FURNITURE_SPREAD_GAP * lh for a, b, _ in sl.gaps)
-        short = spread or _ink_width(sl.used) <= FURNITURE_MAX_SPAN * body_span
-        # Two or three parts far apart (a journal's name left, its page right) are no
-        # paragraph's line, so a line's gap sets them apart; a table's row has more parts.
-        ends = spread and len(sl.gaps) <= 2
+        short = spread(sl) or _ink_width(sl.used) <= FURNITURE_MAX_SPAN * body_span
         return (height <= 1.25 * lh and short and gap >= beyond_body) or (
-            height <= 0.85 * lh and gap >= apart) or (height <= 1.25 * lh and ends and gap >= apart)
+            height <= 0.85 * lh and gap >= apart) or (at_ends(sl) and gap >= apart)
 
     def page_number(sl: _Slice, gap: int) -> bool:
         # Where the body ends mid-page, its page number follows it, well above the page's foot.
@@ -852,7 +856,7 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and lone(slices[top], gaps[top]):
         top += 1
     first, second = slices[0], slices[1]
-    if (top == 0 and second.y1 <= FURNITURE_ZONE * height and lone(second, gaps[1])
+    if (top == 0 and second.y1 <= FURNITURE_ZONE * height and at_ends(second) and gaps[1] >= apart
             and first.y1 - first.y0 <= 1.25 * lh and gaps[0] <= lh
             and _ink_width(first.used) <= 0.9 * body_span):
         top = 2  # a line just above a running header (a download stamp) goes with it
