@@ -19,7 +19,13 @@ from ocrcli.models.builtin.layout import (
     line_tensor_array,
     split_wide,
 )
-from ocrcli.models.builtin.page_layout import LAYOUT_DPI, analyse_page, fine_page, scale_box
+from ocrcli.models.builtin.page_layout import (
+    LAYOUT_DPI,
+    PageLayout,
+    analyse_page,
+    fine_page,
+    scale_box,
+)
 from ocrcli.models.builtin.tokenizer import BOS_ID, CharTokenizer
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint
 from ocrcli.models.identity import BUILTIN_MAX_NEW_TOKENS as MAX_LINE_TOKENS
@@ -48,21 +54,8 @@ class LinePageAdapter:
 
     def page_requests(self, image: Image.Image, max_new_tokens: int,
                       text_layer: TextLayer | None = None) -> list[DecodeRequest]:
-        # Upright, rules and pictures painted out, lines in reading order (columns, tables).
-        # A page rendered finer than the layout needs is laid out on a reduced copy and its
-        # lines are cut from the page itself: more detail for the reader, the same layout.
-        dpi = rendered_dpi(image) or LAYOUT_DPI
-        coarse = image if dpi <= LAYOUT_DPI * 1.2 else image.resize(
-            (max(1, round(image.width * LAYOUT_DPI / dpi)),
-             max(1, round(image.height * LAYOUT_DPI / dpi))), Image.BOX)
-        layout = analyse_page(coarse)
+        layout, gray, read = lay_out(image)
         boxes = layout.boxes
-        if coarse is image:
-            gray, read = layout.image, boxes
-        else:
-            gray = fine_page(image, coarse, layout)
-            read = [scale_box(b, gray.width / layout.image.width, gray.height / layout.image.height,
-                              gray.size) for b in boxes]
         cap = min(max_new_tokens, MAX_LINE_TOKENS)
         layer = text_layer if text_layer is not None else text_layer_of(image)
         if layout.turns:  # the layer's boxes are those of the page as it came, not turned
@@ -90,6 +83,23 @@ class LinePageAdapter:
             by_index.setdefault(r.meta.index, []).append(t)
         return assemble_markdown(boxes, [" ".join(p for p in by_index.get(i, []) if p)
                                          for i in range(len(boxes))])
+
+
+def lay_out(image: Image.Image) -> tuple[PageLayout, Image.Image, list[LineBox]]:
+    """The page's layout (upright, rules and pictures painted out, lines in reading order),
+    the upright page to cut lines from, and the layout's line boxes on that page. A page
+    rendered finer than the layout needs is laid out on a reduced copy and its lines are cut
+    from the page itself: more detail for the reader, the same layout."""
+    dpi = rendered_dpi(image) or LAYOUT_DPI
+    if dpi <= LAYOUT_DPI * 1.2:
+        layout = analyse_page(image)
+        return layout, layout.image, layout.boxes
+    coarse = image.resize((max(1, round(image.width * LAYOUT_DPI / dpi)),
+                           max(1, round(image.height * LAYOUT_DPI / dpi))), Image.BOX)
+    layout = analyse_page(coarse)
+    fine = fine_page(image, coarse, layout)
+    fx, fy = fine.width / layout.image.width, fine.height / layout.image.height
+    return layout, fine, [scale_box(b, fx, fy, fine.size) for b in layout.boxes]
 
 
 def _readable(char: str, known: str) -> str:
