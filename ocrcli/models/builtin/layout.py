@@ -334,7 +334,7 @@ def _goes_on(before: str, after: str) -> bool:
     is prose cut off mid-sentence, and this one starts in lower case."""
     last = before.rsplit("\n\n", 1)[-1]
     return (bool(_SENTENCE_GOES_ON.search(last)) and after[:1].islower()
-            and not last.startswith(_NOT_PROSE) and not re.match(r"\d+\. ", last))
+            and not last.startswith(_NOT_PROSE) and not _NUMBERED.match(last))
 
 
 def table_markdown(boxes: list[LineBox], texts: list[str]) -> str:
