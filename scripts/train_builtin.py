@@ -39,6 +39,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="16,32", help="body text sizes of the training pages, MIN,MAX pixels")
     ap.add_argument("--scan", type=float, default=0.0,
                     help="share of training pages with heavier scanner damage (0 to 1)")
+    ap.add_argument("--rows", type=float, default=0.0,
+                    help="chance of a symbol row (`*****`, `=====`, dot leaders) before each block "
+                         "of a training page (0 to 1)")
+    ap.add_argument("--light", type=float, default=0.0,
+                    help="share of training pages whose sans face is a light weight (0 to 1)")
     ap.add_argument("--export", type=Path, help="write the final model into this folder")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=float, default=5.0, help="minutes of training between evaluations")
@@ -50,7 +55,8 @@ def main() -> None:
     trainer = Trainer(args.out, default_config(mtp_mlp_hidden=args.mtp_mlp_hidden))
     curriculum = not args.fixed_weights
     lo, hi = (int(v) for v in args.sizes.split(","))
-    data = {"sizes": (lo, hi), "scan": args.scan}
+    data = {"sizes": (lo, hi), "scan": args.scan, "rows": args.rows,
+            "light": args.light}
     if args.init is None:
         trainer.run_stage(StageConfig("main", args.main_minutes, lr=args.main_lr,
                                       warmup_steps=100 if args.warm_start else 300,

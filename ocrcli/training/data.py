@@ -29,17 +29,20 @@ class LineSample:
 
 
 def piece_texts(line: TypesetLine, pieces: list[LineBox]) -> list[str] | None:
-    """The texts of a line's pieces: each cut must fall on one of the line's typeset spaces,
-    and no piece may start or end with a space (the reader cannot see it)."""
-    at = []
+    """The texts of a line's pieces: each cut must fall on one of the line's typeset spaces
+    (dropped) or joints inside a run of one symbol (kept whole), and no piece may start or
+    end with a space (the reader cannot see it)."""
+    cuts = []  # (end of the left piece, start of the right one)
     for left in pieces[:-1]:
         cut = left.x1 + 0.5
-        hit = [i for i, x0, x1 in line.spaces if x0 - 1 <= cut <= x1 + 1]
+        hit = [(i, i + 1) for i, x0, x1 in line.spaces if x0 - 1 <= cut <= x1 + 1]
+        hit = hit or [(i, i) for i, x0, x1 in line.joints if x0 <= cut < x1]
         if len(hit) != 1:
             return None
-        at.append(hit[0])
-    bounds = [-1] + at + [len(line.text)]
-    texts = [line.text[a + 1 : b] for a, b in zip(bounds, bounds[1:])]
+        cuts.append(hit[0])
+    ends = [end for end, _ in cuts] + [len(line.text)]
+    starts = [0] + [start for _, start in cuts]
+    texts = [line.text[a:b] for a, b in zip(starts, ends)]
     if any(not t or t != t.strip(" ") for t in texts):
         return None
     return texts
@@ -94,9 +97,12 @@ class LineBatches(torch.utils.data.IterableDataset):
 
     def __init__(self, seed: int, start: int, batch_size: int, split: str = "train",
                  heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16,
-                 piece_width: int = PIECE_WIDTH, scan: float = 0.0):
+                 piece_width: int = PIECE_WIDTH, scan: float = 0.0, rows: float = 0.0,
+                 light: float = 0.0):
         self.seed, self.start, self.batch_size = seed, start, batch_size
         self.scan = scan  # share of pages with heavier scanner damage (`synth.scan_degrade`)
+        self.rows = rows  # chance of a symbol row before each block (`synth.make_page`)
+        self.light = light  # share of pages whose sans face is a light weight
         self.piece_width = piece_width
         self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
 
@@ -105,7 +111,8 @@ class LineBatches(torch.utils.data.IterableDataset):
         page = self.start
         while True:
             lines = page_lines(make_page(self.seed * 10_000_000 + page, sources,
-                                         self.heldout_fonts, self.sizes, scan=self.scan),
+                                         self.heldout_fonts, self.sizes, scan=self.scan,
+                                         rows=self.rows, light=self.light),
                                self.piece_width)
             page += 1
             if lines:

@@ -24,6 +24,7 @@ from ocrcli.training.text import (
     prose_text,
     random_text,
     sentence,
+    symbol_row,
     typographic,
     word_sequence,
 )
@@ -58,6 +59,10 @@ HELDOUT_FONTS = {
     "bold": ["FreeSansBold.ttf", "FreeSerifBold.ttf", "P052-Bold.otf", "C059-Bold.otf"],
     "mono": ["FreeMono.ttf", "FreeMonoBold.ttf"],
 }
+# Light weights of humanist sans faces (thin strokes: an `a` whose bowl reads as `o`), set on a
+# share of training pages in place of the sans face (`make_page(light=...)`).
+LIGHT_FONTS = ["Lato-Light.ttf", "Lato-LightItalic.ttf", "OpenSans-Light.ttf",
+               "OpenSans-LightItalic.ttf", "Roboto-Light.ttf", "RobotoCondensed-Light.ttf"]
 
 
 @lru_cache(maxsize=1)
@@ -130,6 +135,9 @@ class TypesetLine:
     # Every space of `text` as (index, x_left, x_right) in page pixels: where a piece cut made
     # by the layout step falls, so a long line's pieces get their exact texts.
     spaces: list[tuple[int, float, float]] = field(default_factory=list)
+    # Where a cut may also fall inside a run of one symbol (`*****`), as (index, x_left,
+    # x_right): the piece on the right starts at `index` and no character is dropped.
+    joints: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -186,6 +194,16 @@ def _space_spans(x: float, text: str, font: ImageFont.FreeTypeFont, offset: int 
             for i, ch in enumerate(text) if ch == " "]
 
 
+def _joint_spans(x: float, text: str, font: ImageFont.FreeTypeFont) -> list[tuple[int, float, float]]:
+    """Each boundary between two equal non-space characters, spanning half a glyph each side."""
+    spans = []
+    for i in range(1, len(text)):
+        if text[i] == text[i - 1] != " ":
+            at, half = x + font.getlength(text[:i]), font.getlength(text[i]) / 2
+            spans.append((i, at - half, at + half))
+    return spans
+
+
 class _Typesetter:
     def __init__(self, style: PageStyle, rng: random.Random):
         self.s = style
@@ -208,10 +226,14 @@ class _Typesetter:
     def room(self, font: ImageFont.FreeTypeFont, n_lines: int = 1) -> bool:
         return self.y + n_lines * font.size * self.s.spacing < self.s.height - self.s.margin
 
-    def put(self, x: int, text: str, font: ImageFont.FreeTypeFont, kind: str) -> None:
+    def put(self, x: int, text: str, font: ImageFont.FreeTypeFont, kind: str,
+            runs: bool = False) -> None:
+        """Draw a line; `runs`: its runs of one symbol may be cut inside (`joints`)."""
         self.draw.text((x, self.y), text, font=font, fill=self.s.ink)
         x0, y0, x1, y1 = self.draw.textbbox((x, self.y), text, font=font)
-        self.lines.append(TypesetLine(text, (x0, y0, x1, y1), kind, _space_spans(x, text, font)))
+        joints = _joint_spans(x, text, font) if runs else []
+        self.lines.append(TypesetLine(text, (x0, y0, x1, y1), kind, _space_spans(x, text, font),
+                                      joints))
         self.y += int(font.size * self.s.spacing)
 
     def gap(self, factor: float = 0.9) -> None:
@@ -239,6 +261,19 @@ class _Typesetter:
         for line in lines:
             self.put(self.s.margin, line, font, "text")
         self.blocks.append(" ".join(lines))
+        self.gap()
+        return True
+
+    def symbol_row(self, rng: random.Random, sources: TextSources) -> bool:
+        """One line of `symbol_row` text in a body or code font, drawn from `rng` alone."""
+        role = rng.choice(("serif", "sans", "mono"))
+        font = _font(self.s.fonts[role], self.s.body_size)
+        text = self.fit(symbol_row(rng, sources, lambda t: len(t) <= 100
+                                   and font.getlength(t) <= self.text_width))
+        if font.getlength(text) > self.text_width or not self.room(font):
+            return False
+        self.put(self.s.margin, text, font, "text", runs=True)
+        self.blocks.append(text)
         self.gap()
         return True
 
@@ -409,16 +444,27 @@ def make_page(
     sizes: tuple[int, int] = (18, 30),
     augment: bool = True,
     scan: float = 0.0,
+    rows: float = 0.0,
+    light: float = 0.0,
 ) -> SynthPage:
     """A typeset page and its exact Markdown. Same seed, same page. `scan` is the share of
-    pages that also get `scan_degrade`, drawn from a generator of their own so that the
-    pages made without it stay as they were."""
+    pages that also get `scan_degrade`; `rows` the chance, before each block, of a
+    `symbol_row` line; `light` the share of pages whose sans face is one of `LIGHT_FONTS`.
+    Each draws from a generator of its own, so that the pages made without them stay as
+    they were."""
     rng = random.Random(seed)
+    row_rng, light_rng = random.Random(seed ^ 0x50B1), random.Random(seed ^ 0x11A7)
     fonts = available_fonts(heldout_fonts) or available_fonts(False)
-    ts = _Typesetter(_style(rng, fonts, sizes), rng)
+    style = _style(rng, fonts, sizes)
+    lights = [_font_index()[n] for n in LIGHT_FONTS if n in _font_index()]
+    if light and lights and light_rng.random() < light:
+        style.fonts["sans"] = light_rng.choice(lights)
+    ts = _Typesetter(style, rng)
     if rng.random() < 0.7:
         ts.heading(sentence(rng, sources, 2, 7).rstrip(".,;:"), 1)
     for _ in range(40):
+        if rows and row_rng.random() < rows:
+            ts.symbol_row(row_rng, sources)
         r = rng.random()
         if r < 0.12:
             ok = ts.heading(sentence(rng, sources, 2, 7).rstrip(".,;:"), rng.choice((2, 3)))

@@ -12,6 +12,7 @@ import random
 import re
 import sysconfig
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,6 +176,38 @@ def random_text(rng: random.Random, length: int) -> str:
 
 def prose_text(rng: random.Random, src: TextSources) -> str:
     return typographic(rng.choice(src.prose), rng)
+
+
+# Runs alone are of symbols with body: a lone run of `-`, `=`, `_` or `~` is a rule to the
+# layout step, never read. Around words any of them is text.
+RUN_SYMBOLS, BANNER_SYMBOLS = "***##+", "**##+=-~"
+
+
+def symbol_row(rng: random.Random, src: TextSources, fits: Callable[[str], bool]) -> str:
+    """A line made mostly of runs of one symbol, as the longest that `fits` allows: a rule of
+    asterisks or equals signs, a banner around a few words, a spaced run (`* * *`), or a
+    contents line with dot leaders. Comment banners and separator lines are common on real
+    pages, and a reader that never saw one loops on it."""
+    kind = rng.randrange(4)
+    char = rng.choice(BANNER_SYMBOLS if kind == 1 else RUN_SYMBOLS)
+    words = sentence(rng, src, 1, 6).rstrip(".")
+    sep = rng.choice([" ", ""])  # dot leaders touch the words or not
+    number = f"{sep}{rng.randint(1, 400)}" if rng.random() < 0.7 else ""
+
+    def build(n: int) -> str:
+        if kind == 0:
+            return char * n
+        if kind == 1:
+            run = char * max(1, n // 4)
+            return f"{run} {words} {run}"
+        if kind == 2:
+            return " ".join(char * n)
+        return f"{words}{sep}{'.' * n}{number}"
+
+    n = rng.randint(3, 100)
+    while n > 3 and not fits(build(n)):
+        n = n * 9 // 10
+    return build(n)
 
 
 def sentence(rng: random.Random, src: TextSources, min_words: int = 3, max_words: int = 12) -> str:

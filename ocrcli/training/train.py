@@ -38,6 +38,8 @@ class StageConfig:
     steps: int = 0  # when set, the budget is this many steps (ablations on a shared machine)
     sizes: tuple[int, int] = (16, 32)  # body text sizes of the training pages, pixels
     scan: float = 0.0  # share of training pages with heavier scanner damage
+    rows: float = 0.0  # chance of a symbol row (`***`, dot leaders) before each page block
+    light: float = 0.0  # share of training pages whose sans face is a light weight
 
 
 def lr_at(cfg: StageConfig, step: int, elapsed_s: float) -> float:
@@ -136,7 +138,8 @@ class Trainer:
             self.model.mtp.train()
         data = torch.utils.data.DataLoader(
             LineBatches(cfg.seed + (7 if head else 0), start=step * 3, batch_size=cfg.batch_size,
-                        sizes=cfg.sizes, piece_width=self.cfg.piece_width, scan=cfg.scan),
+                        sizes=cfg.sizes, piece_width=self.cfg.piece_width, scan=cfg.scan,
+                        rows=cfg.rows, light=cfg.light),
             batch_size=None, num_workers=1, prefetch_factor=4, persistent_workers=False)
         last_eval = last_ckpt = elapsed
         t0, elapsed0 = time.time(), elapsed

@@ -3,7 +3,7 @@ from dataclasses import replace
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ocrcli.models.builtin import LinePageAdapter
+from ocrcli.models.builtin import LinePageAdapter, join_pieces
 from ocrcli.models.builtin.layout import (
     LINE_HEIGHT,
     LineBox,
@@ -171,6 +171,16 @@ def test_adapter_joins_a_lines_pieces_with_a_space_in_order():
     texts = ["Title"] + [f"p{i}" for i in range(len(pieces) - 1)]
     body = LinePageAdapter(256).assemble(pieces, texts).split("\n\n")[1]
     assert body == " ".join(texts[1:])
+
+
+def test_a_run_of_one_symbol_cut_between_its_glyphs_is_joined_back_without_a_space():
+    assert join_pieces(["*" * 20, "*" * 20, "**** *"]) == "*" * 44 + " *"
+    assert join_pieces(["Contents .....", "..... 12"]) == "Contents .......... 12"
+    # A cut at a word space stays one: spaced runs, words, a single symbol either side.
+    assert join_pieces(["* * *", "* * *"]) == "* * * * * *"
+    assert join_pieces(["see", "see"]) == "see see"
+    assert join_pieces(["a *", "* b"]) == "a * * b"
+    assert join_pieces([]) == ""
 
 
 def test_underscores_and_accents_stay_with_their_line():

@@ -7,9 +7,11 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
 from ocrcli.training.data import page_lines, piece_texts
 from ocrcli.training.synth import (
+    LIGHT_FONTS,
     PageStyle,
     TypesetLine,
     _font,
+    _font_index,
     _Typesetter,
     available_fonts,
     erases_text,
@@ -125,3 +127,27 @@ def test_a_degradation_that_wipes_out_a_line_is_caught():
     assert erases_text(clean, erased, [line])
     assert not erases_text(clean, kept, [line])
     assert not erases_text(clean, blurred, [line])
+
+
+def test_symbol_rows_and_light_faces_leave_other_pages_as_they_were():
+    src = TextSources.load("train", max_files=40)
+    for seed in range(3):
+        plain = make_page(seed, src).image.tobytes()
+        assert plain == make_page(seed, src, rows=0.0, light=0.0).image.tobytes()
+        if any(name in _font_index() for name in LIGHT_FONTS):
+            assert plain != make_page(seed, src, light=1.0).image.tobytes()
+    rows = [line.text for seed in range(3) for line in make_page(seed, src, rows=1.0).lines
+            if line.joints or "..." in line.text]
+    assert len(rows) >= 3
+
+
+def test_a_run_of_one_symbol_is_cut_into_pieces_that_join_back_without_a_space():
+    page = _page_set_in(available_fonts()["serif"][0])
+    row = page.symbol_row(random.Random(0), TextSources.load("train", max_files=40))
+    page.put(page.s.margin, "*" * 60, _font(page.s.fonts["serif"], 24), "text", runs=True)
+    assert row and page.lines[0].text == page.blocks[0]
+    box = [b for b in segment_lines(page.image) if not b.rule][-1]
+    pieces = split_wide(page.image, box, PIECE_WIDTH)
+    texts = piece_texts(page.lines[-1], pieces)
+    assert len(pieces) >= 3 and texts is not None
+    assert "".join(texts) == "*" * 60 and all(set(t) == {"*"} for t in texts)

@@ -46,7 +46,7 @@ class LinePlace:
 @dataclass
 class LinePageAdapter:
     """One request per line piece (a whole line unless it is wider than `piece_width`); the
-    page's Markdown is assembled from the line texts, pieces joined with a space."""
+    page's Markdown is assembled from the line texts, pieces joined by `join_pieces`."""
 
     piece_width: int = 0
     tokenizer: CharTokenizer | None = None  # for the pieces' draft text (None: no drafts)
@@ -81,8 +81,21 @@ class LinePageAdapter:
         by_index: dict[int, list[str]] = {}
         for r, t in zip(requests, texts):  # requests keep page order: pieces left to right
             by_index.setdefault(r.meta.index, []).append(t)
-        return assemble_markdown(boxes, [" ".join(p for p in by_index.get(i, []) if p)
+        return assemble_markdown(boxes, [join_pieces([p for p in by_index.get(i, []) if p])
                                          for i in range(len(boxes))])
+
+
+def join_pieces(texts: list[str]) -> str:
+    """A line's piece texts, left to right, joined with a space, except where a run of one
+    symbol (`*****`, dot leaders) goes on across the cut: the layout cut it between two of
+    its glyphs, not at a word space."""
+    out = texts[0] if texts else ""
+    for text in texts[1:]:
+        run = out[-2:]
+        goes_on = len(run) == 2 and run[0] == run[1] and not run[0].isalnum() \
+            and not run[0].isspace() and text.startswith(run)
+        out += text if goes_on else " " + text
+    return out
 
 
 def lay_out(image: Image.Image) -> tuple[PageLayout, Image.Image, list[LineBox]]:
