@@ -456,7 +456,8 @@ def make_page(
     row_rng, light_rng = random.Random(seed ^ 0x50B1), random.Random(seed ^ 0x11A7)
     fonts = available_fonts(heldout_fonts) or available_fonts(False)
     style = _style(rng, fonts, sizes)
-    lights = [_font_index()[n] for n in LIGHT_FONTS if n in _font_index()]
+    index = _font_index()
+    lights = [index[name] for name in LIGHT_FONTS if name in index]
     if light and lights and light_rng.random() < light:
         style.fonts["sans"] = light_rng.choice(lights)
     ts = _Typesetter(style, rng)

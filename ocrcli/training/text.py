@@ -185,8 +185,8 @@ RUN_SYMBOLS, BANNER_SYMBOLS = "***##+", "**##+=-~"
 
 def symbol_row(rng: random.Random, src: TextSources, fits: Callable[[str], bool]) -> str:
     """A line made mostly of runs of one symbol, as the longest that `fits` allows: a rule of
-    asterisks or equals signs, a banner around a few words, a spaced run (`* * *`), or a
-    contents line with dot leaders. Comment banners and separator lines are common on real
+    asterisks, hashes or plus signs, a banner around a few words, a spaced run (`* * *`), or
+    a contents line with dot leaders. Comment banners and separator lines are common on real
     pages, and a reader that never saw one loops on it."""
     kind = rng.randrange(4)
     char = rng.choice(BANNER_SYMBOLS if kind == 1 else RUN_SYMBOLS)
