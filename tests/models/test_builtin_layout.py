@@ -173,6 +173,14 @@ def test_adapter_joins_a_lines_pieces_with_a_space_in_order():
     assert body == " ".join(texts[1:])
 
 
+def test_runs_of_spaces_are_one_space_except_in_code():
+    plain = LinePageAdapter(0).page_requests(_page([("simply as a", 22), ("corporate", 22)]), 200)
+    assert LinePageAdapter(0).assemble(plain, ["simply  as a", "corporate  entity"]) == \
+        "simply as a corporate entity"
+    code = LinePageAdapter(0).page_requests(_page([("x = 1", 22), ("y = 2", 22)], shaded=True), 200)
+    assert LinePageAdapter(0).assemble(code, ["x = 1  # one", "y = 2"]) == "```\nx = 1  # one\ny = 2\n```"
+
+
 def test_a_run_of_one_symbol_cut_between_its_glyphs_is_joined_back_without_a_space():
     assert join_pieces(["*" * 20, "*" * 20, "**** *"]) == "*" * 44 + " *"
     assert join_pieces(["Contents .....", "..... 12"]) == "Contents .......... 12"

@@ -81,8 +81,11 @@ class LinePageAdapter:
         by_index: dict[int, list[str]] = {}
         for r, t in zip(requests, texts):  # requests keep page order: pieces left to right
             by_index.setdefault(r.meta.index, []).append(t)
-        return assemble_markdown(boxes, [join_pieces([p for p in by_index.get(i, []) if p])
-                                         for i in range(len(boxes))])
+        lines = [join_pieces([p for p in by_index.get(i, []) if p]) for i in range(len(boxes))]
+        # The reader writes two spaces for the wide gaps of justified text (code in training
+        # has them); only a shaded line, code, keeps its spacing.
+        return assemble_markdown(boxes, [t if b.shaded else " ".join(t.split())
+                                         for b, t in zip(boxes, lines)])
 
 
 def join_pieces(texts: list[str]) -> str:
