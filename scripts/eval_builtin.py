@@ -43,11 +43,11 @@ def normalise(text: str) -> str:
 def error_rates(preds: list[str], refs: list[str]) -> dict:
     """CER and WER over all pages, and each page's CER and length in order (one page can
     carry most of a set's errors)."""
-    errors = [Levenshtein.distance(normalise(p), normalise(r)) for p, r in zip(preds, refs)]
-    lengths = [len(normalise(r)) for r in refs]
-    words = sum(Levenshtein.distance(normalise(p).split(), normalise(r).split())
-                for p, r in zip(preds, refs))
-    n_words = sum(len(normalise(r).split()) for r in refs)
+    preds, refs = [normalise(p) for p in preds], [normalise(r) for r in refs]
+    errors = [Levenshtein.distance(p, r) for p, r in zip(preds, refs)]
+    lengths = [len(r) for r in refs]
+    words = sum(Levenshtein.distance(p.split(), r.split()) for p, r in zip(preds, refs))
+    n_words = sum(len(r.split()) for r in refs)
     return {"pages": len(refs), "cer": round(sum(errors) / max(1, sum(lengths)), 5),
             "wer": round(words / max(1, n_words), 5),
             "page_cer": [round(e / max(1, n), 4) for e, n in zip(errors, lengths)],
