@@ -61,8 +61,16 @@ HELDOUT_FONTS = {
 }
 # Light weights of humanist sans faces (thin strokes: an `a` whose bowl reads as `o`), set on a
 # share of training pages in place of the sans face (`make_page(light=...)`).
-LIGHT_FONTS = ["Lato-Light.ttf", "Lato-LightItalic.ttf", "OpenSans-Light.ttf",
-               "OpenSans-LightItalic.ttf", "Roboto-Light.ttf", "RobotoCondensed-Light.ttf"]
+LIGHT_FONTS = {"sans": ["Lato-Light.ttf", "Lato-LightItalic.ttf", "OpenSans-Light.ttf",
+                        "OpenSans-LightItalic.ttf", "Roboto-Light.ttf", "RobotoCondensed-Light.ttf"]}
+# Geometric sans faces in the manner of Futura (a one-storey `a` that reads as `c` or `o`),
+# set with bold faces of their kind on a share of training pages (`make_page(geometric=...)`).
+# Avant Garde's clones (URW Gothic, TeX Gyre Adventor) stay out, URW Gothic being a held-out
+# face; so does Beteckna, which has no glyphs for most of Latin-1.
+GEOMETRIC_FONTS = {"sans": ["LeagueSpartan-Light.otf", "LeagueSpartan-Regular.otf",
+                            "Comfortaa-Light.ttf", "Comfortaa-Regular.ttf"],
+                   "bold": ["LeagueSpartan-SemiBold.otf", "LeagueSpartan-Bold.otf",
+                            "Comfortaa-Bold.ttf"]}
 
 
 @lru_cache(maxsize=1)
@@ -437,6 +445,17 @@ def erases_text(clean: Image.Image, degraded: Image.Image, lines: list[TypesetLi
     return False
 
 
+def _swap_faces(style: PageStyle, faces: dict[str, list[str]], share: float,
+                rng: random.Random) -> None:
+    """On a `share` of pages, each role named in `faces` takes one of its installed faces."""
+    index = _font_index()
+    installed = {role: [index[n] for n in names if n in index] for role, names in faces.items()}
+    if share and any(installed.values()) and rng.random() < share:
+        for role, paths in installed.items():
+            if paths:
+                style.fonts[role] = rng.choice(paths)
+
+
 def make_page(
     seed: int,
     sources: TextSources,
@@ -446,20 +465,19 @@ def make_page(
     scan: float = 0.0,
     rows: float = 0.0,
     light: float = 0.0,
+    geometric: float = 0.0,
 ) -> SynthPage:
     """A typeset page and its exact Markdown. Same seed, same page. `scan` is the share of
     pages that also get `scan_degrade`; `rows` the chance, before each block, of a
-    `symbol_row` line; `light` the share of pages whose sans face is one of `LIGHT_FONTS`.
-    Each draws from a generator of its own, so that the pages made without them stay as
-    they were."""
+    `symbol_row` line; `light` the share of pages whose sans face is one of `LIGHT_FONTS`,
+    `geometric` of those set in `GEOMETRIC_FONTS`. Each draws from a generator of its own,
+    so that the pages made without them stay as they were."""
     rng = random.Random(seed)
-    row_rng, light_rng = random.Random(seed ^ 0x50B1), random.Random(seed ^ 0x11A7)
+    row_rng = random.Random(seed ^ 0x50B1)
     fonts = available_fonts(heldout_fonts) or available_fonts(False)
     style = _style(rng, fonts, sizes)
-    index = _font_index()
-    lights = [index[name] for name in LIGHT_FONTS if name in index]
-    if light and lights and light_rng.random() < light:
-        style.fonts["sans"] = light_rng.choice(lights)
+    _swap_faces(style, LIGHT_FONTS, light, random.Random(seed ^ 0x11A7))
+    _swap_faces(style, GEOMETRIC_FONTS, geometric, random.Random(seed ^ 0x6E0F))
     ts = _Typesetter(style, rng)
     if rng.random() < 0.7:
         ts.heading(sentence(rng, sources, 2, 7).rstrip(".,;:"), 1)

@@ -40,6 +40,7 @@ class StageConfig:
     scan: float = 0.0  # share of training pages with heavier scanner damage
     rows: float = 0.0  # chance of a symbol row (`***`, dot leaders) before each page block
     light: float = 0.0  # share of training pages whose sans face is a light weight
+    geometric: float = 0.0  # share of training pages set in geometric (Futura-like) sans faces
 
 
 def lr_at(cfg: StageConfig, step: int, elapsed_s: float) -> float:
@@ -139,7 +140,7 @@ class Trainer:
         data = torch.utils.data.DataLoader(
             LineBatches(cfg.seed + (7 if head else 0), start=step * 3, batch_size=cfg.batch_size,
                         sizes=cfg.sizes, piece_width=self.cfg.piece_width, scan=cfg.scan,
-                        rows=cfg.rows, light=cfg.light),
+                        rows=cfg.rows, light=cfg.light, geometric=cfg.geometric),
             batch_size=None, num_workers=1, prefetch_factor=4, persistent_workers=False)
         last_eval = last_ckpt = elapsed
         t0, elapsed0 = time.time(), elapsed

@@ -7,6 +7,7 @@ from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
 from ocrcli.training.data import page_lines, piece_texts
 from ocrcli.training.synth import (
+    GEOMETRIC_FONTS,
     LIGHT_FONTS,
     PageStyle,
     TypesetLine,
@@ -129,13 +130,14 @@ def test_a_degradation_that_wipes_out_a_line_is_caught():
     assert not erases_text(clean, blurred, [line])
 
 
-def test_symbol_rows_and_light_faces_leave_other_pages_as_they_were():
+def test_symbol_rows_and_extra_faces_leave_other_pages_as_they_were():
     src = TextSources.load("train", max_files=40)
     for seed in range(3):
         plain = make_page(seed, src).image.tobytes()
-        assert plain == make_page(seed, src, rows=0.0, light=0.0).image.tobytes()
-        if any(name in _font_index() for name in LIGHT_FONTS):
-            assert plain != make_page(seed, src, light=1.0).image.tobytes()
+        assert plain == make_page(seed, src, rows=0.0, light=0.0, geometric=0.0).image.tobytes()
+        for share, faces in (("light", LIGHT_FONTS), ("geometric", GEOMETRIC_FONTS)):
+            if any(name in _font_index() for name in faces["sans"]):
+                assert plain != make_page(seed, src, **{share: 1.0}).image.tobytes()
     rows = [line.text for seed in range(3) for line in make_page(seed, src, rows=1.0).lines
             if line.joints or "..." in line.text]
     assert len(rows) >= 3
