@@ -98,12 +98,13 @@ class LineBatches(torch.utils.data.IterableDataset):
     def __init__(self, seed: int, start: int, batch_size: int, split: str = "train",
                  heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16,
                  piece_width: int = PIECE_WIDTH, scan: float = 0.0, rows: float = 0.0,
-                 light: float = 0.0, geometric: float = 0.0):
+                 light: float = 0.0, geometric: float = 0.0, spaces: float = 0.0):
         self.seed, self.start, self.batch_size = seed, start, batch_size
         self.scan = scan  # share of pages with heavier scanner damage (`synth.scan_degrade`)
         self.rows = rows  # chance of a symbol row before each block (`synth.make_page`)
         self.light = light  # share of pages whose sans face is a light weight
         self.geometric = geometric  # share of pages set in geometric (Futura-like) sans faces
+        self.spaces = spaces  # share of pages with justified or tight word spaces
         self.piece_width = piece_width
         self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
 
@@ -114,7 +115,7 @@ class LineBatches(torch.utils.data.IterableDataset):
             lines = page_lines(make_page(self.seed * 10_000_000 + page, sources,
                                          self.heldout_fonts, self.sizes, scan=self.scan,
                                          rows=self.rows, light=self.light,
-                                         geometric=self.geometric),
+                                         geometric=self.geometric, spaces=self.spaces),
                                self.piece_width)
             page += 1
             if lines:

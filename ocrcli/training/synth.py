@@ -165,6 +165,10 @@ class PageStyle:
     fonts: dict[str, Path]
     ink: int
     paper: int
+    # Word spaces of prose lines as a share of the font's space: 1.0 as set; below 1 tight
+    # (a caption set close); "justified" stretches each line but a paragraph's last to the
+    # full measure.
+    word_space: float | str = 1.0
 
 
 def _style(rng: random.Random, fonts: dict[str, list[Path]], sizes: tuple[int, int]) -> PageStyle:
@@ -235,14 +239,47 @@ class _Typesetter:
         return self.y + n_lines * font.size * self.s.spacing < self.s.height - self.s.margin
 
     def put(self, x: int, text: str, font: ImageFont.FreeTypeFont, kind: str,
-            runs: bool = False) -> None:
-        """Draw a line; `runs`: its runs of one symbol may be cut inside (`joints`)."""
-        self.draw.text((x, self.y), text, font=font, fill=self.s.ink)
-        x0, y0, x1, y1 = self.draw.textbbox((x, self.y), text, font=font)
+            runs: bool = False, word_space: float = 1.0) -> None:
+        """Draw a line; `runs`: its runs of one symbol may be cut inside (`joints`);
+        `word_space`: its spaces as a share of the font's."""
+        if word_space == 1.0:
+            self.draw.text((x, self.y), text, font=font, fill=self.s.ink)
+            box = self.draw.textbbox((x, self.y), text, font=font)
+            spaces = _space_spans(x, text, font)
+        else:
+            box, spaces = self._put_spaced(x, text, font, word_space)
         joints = _joint_spans(x, text, font) if runs else []
-        self.lines.append(TypesetLine(text, (x0, y0, x1, y1), kind, _space_spans(x, text, font),
-                                      joints))
+        self.lines.append(TypesetLine(text, box, kind, spaces, joints))
         self.y += int(font.size * self.s.spacing)
+
+    def _put_spaced(self, x: float, text: str, font: ImageFont.FreeTypeFont, word_space: float
+                    ) -> tuple[tuple[int, int, int, int], list[tuple[int, float, float]]]:
+        """Draw `text` word by word, each space `word_space` times the font's: its box and
+        its space spans."""
+        space = font.getlength(" ") * word_space
+        boxes, spaces, at, i = [], [], float(x), 0
+        words = text.split(" ")
+        for k, word in enumerate(words):
+            if word:
+                self.draw.text((at, self.y), word, font=font, fill=self.s.ink)
+                boxes.append(self.draw.textbbox((at, self.y), word, font=font))
+            at, i = at + font.getlength(word), i + len(word)
+            if k < len(words) - 1:
+                spaces.append((i, at, at + space))
+                at, i = at + space, i + 1
+        box = (int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)),
+               int(max(b[2] for b in boxes)) + 1, int(max(b[3] for b in boxes)) + 1)
+        return box, spaces
+
+    def line_word_space(self, line: str, font: ImageFont.FreeTypeFont, last: bool) -> float:
+        """The word space of one line of a paragraph, by the page's `word_space`."""
+        if self.s.word_space != "justified":
+            return float(self.s.word_space)
+        gaps = line.count(" ")
+        if last or not gaps:
+            return 1.0
+        slack = self.text_width - font.getlength(line)
+        return min(3.0, 1.0 + slack / (gaps * font.getlength(" ")))
 
     def gap(self, factor: float = 0.9) -> None:
         self.y += int(self.s.body_size * self.s.spacing * factor)
@@ -266,8 +303,9 @@ class _Typesetter:
             lines.pop()
         if not lines:
             return False
-        for line in lines:
-            self.put(self.s.margin, line, font, "text")
+        for k, line in enumerate(lines):
+            self.put(self.s.margin, line, font, "text",
+                     word_space=self.line_word_space(line, font, k == len(lines) - 1))
         self.blocks.append(" ".join(lines))
         self.gap()
         return True
@@ -466,18 +504,23 @@ def make_page(
     rows: float = 0.0,
     light: float = 0.0,
     geometric: float = 0.0,
+    spaces: float = 0.0,
 ) -> SynthPage:
     """A typeset page and its exact Markdown. Same seed, same page. `scan` is the share of
     pages that also get `scan_degrade`; `rows` the chance, before each block, of a
     `symbol_row` line; `light` the share of pages whose sans face is one of `LIGHT_FONTS`,
-    `geometric` of those set in `GEOMETRIC_FONTS`. Each draws from a generator of its own,
-    so that the pages made without them stay as they were."""
+    `geometric` of those set in `GEOMETRIC_FONTS`; `spaces` of those whose paragraphs are
+    justified or set with tight word spaces. Each draws from a generator of its own, so
+    that the pages made without them stay as they were."""
     rng = random.Random(seed)
     row_rng = random.Random(seed ^ 0x50B1)
     fonts = available_fonts(heldout_fonts) or available_fonts(False)
     style = _style(rng, fonts, sizes)
     _swap_faces(style, LIGHT_FONTS, light, random.Random(seed ^ 0x11A7))
     _swap_faces(style, GEOMETRIC_FONTS, geometric, random.Random(seed ^ 0x6E0F))
+    space_rng = random.Random(seed ^ 0x5BAC)
+    if spaces and space_rng.random() < spaces:
+        style.word_space = "justified" if space_rng.random() < 0.5 else space_rng.uniform(0.4, 0.8)
     ts = _Typesetter(style, rng)
     if rng.random() < 0.7:
         ts.heading(sentence(rng, sources, 2, 7).rstrip(".,;:"), 1)

@@ -41,6 +41,7 @@ class StageConfig:
     rows: float = 0.0  # chance of a symbol row (`***`, dot leaders) before each page block
     light: float = 0.0  # share of training pages whose sans face is a light weight
     geometric: float = 0.0  # share of training pages set in geometric (Futura-like) sans faces
+    spaces: float = 0.0  # share of training pages with justified or tight word spaces
 
 
 def lr_at(cfg: StageConfig, step: int, elapsed_s: float) -> float:
@@ -140,7 +141,8 @@ class Trainer:
         data = torch.utils.data.DataLoader(
             LineBatches(cfg.seed + (7 if head else 0), start=step * 3, batch_size=cfg.batch_size,
                         sizes=cfg.sizes, piece_width=self.cfg.piece_width, scan=cfg.scan,
-                        rows=cfg.rows, light=cfg.light, geometric=cfg.geometric),
+                        rows=cfg.rows, light=cfg.light, geometric=cfg.geometric,
+                        spaces=cfg.spaces),
             batch_size=None, num_workers=1, prefetch_factor=4, persistent_workers=False)
         last_eval = last_ckpt = elapsed
         t0, elapsed0 = time.time(), elapsed

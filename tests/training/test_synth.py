@@ -134,13 +134,30 @@ def test_symbol_rows_and_extra_faces_leave_other_pages_as_they_were():
     src = TextSources.load("train", max_files=40)
     for seed in range(3):
         plain = make_page(seed, src).image.tobytes()
-        assert plain == make_page(seed, src, rows=0.0, light=0.0, geometric=0.0).image.tobytes()
+        assert plain == make_page(seed, src, rows=0.0, light=0.0, geometric=0.0,
+                                  spaces=0.0).image.tobytes()
         for share, faces in (("light", LIGHT_FONTS), ("geometric", GEOMETRIC_FONTS)):
             if any(name in _font_index() for name in faces["sans"]):
                 assert plain != make_page(seed, src, **{share: 1.0}).image.tobytes()
     rows = [line.text for seed in range(3) for line in make_page(seed, src, rows=1.0).lines
             if line.joints or "..." in line.text]
     assert len(rows) >= 3
+
+
+def test_justified_and_tight_word_spaces_fall_where_their_spans_say():
+    src = TextSources.load("train", max_files=40)
+    centres_in_ink, spaces = 0, 0
+    for seed in range(6):
+        page = make_page(seed, src, spaces=1.0, augment=False)
+        ink = np.asarray(page.image) < 128
+        for line in page.lines:
+            if line.kind == "text" and not line.joints:
+                y0, y1 = line.box[1], line.box[3]
+                for _, left, right in line.spaces:
+                    centres_in_ink += bool(ink[y0:y1, int((left + right) / 2)].any())
+                    spaces += 1
+    # An italic overhang or a `?` may reach the middle of a tight space, rarely.
+    assert spaces > 200 and centres_in_ink <= 0.02 * spaces
 
 
 def test_a_run_of_one_symbol_is_cut_into_pieces_that_join_back_without_a_space():
