@@ -6,10 +6,12 @@ from PIL import Image, ImageDraw
 from ocrcli.models.builtin import LinePageAdapter, join_pieces
 from ocrcli.models.builtin.layout import (
     LINE_HEIGHT,
+    WIDE_GAP,
     LineBox,
     assemble_markdown,
     join_paragraph,
     line_tensor_array,
+    narrow_wide_gaps,
     segment_lines,
     split_wide,
 )
@@ -37,6 +39,31 @@ def test_lines_are_found_and_normalised():
     assert len(boxes) == 3
     arr = line_tensor_array(img, boxes[1])
     assert arr.shape[0] == LINE_HEIGHT and arr.shape[1] % 8 == 0 and arr.max() > 0.9
+
+
+def test_wide_gaps_between_words_are_narrowed_and_ink_is_kept():
+    arr = np.zeros((LINE_HEIGHT, 120), dtype=np.float32)
+    arr[8:24, 2:20] = 1.0  # a word
+    arr[8:24, 26:40] = 1.0  # an ordinary space (6 columns) before the next
+    arr[8:24, 90:101] = 1.0  # a gap of 50 columns before the last
+    out = narrow_wide_gaps(arr)
+    assert out.shape[0] == LINE_HEIGHT and out.shape[1] % 8 == 0
+    inked = out.max(axis=0) > 0.25
+    assert inked.sum() == (arr.max(axis=0) > 0.25).sum()
+    gaps = [len(run) for run in "".join("x" if v else "." for v in inked).strip(".").split("x") if run]
+    assert gaps == [6, WIDE_GAP]
+    assert narrow_wide_gaps(arr[:, :40]).shape == (LINE_HEIGHT, 40)  # nothing wide: as it was
+
+
+def test_a_shaded_line_keeps_its_wide_gaps():
+    img = Image.new("L", (900, 120), 255)
+    draw = ImageDraw.Draw(img)
+    font = _font(available_fonts()["mono"][0], 22)
+    draw.text((40, 40), "x = 1                  # note", font=font, fill=0)
+    box = segment_lines(img)[0]
+    plain = line_tensor_array(img, replace(box, shaded=False))
+    shaded = line_tensor_array(img, replace(box, shaded=True))
+    assert plain.shape[1] < shaded.shape[1]
 
 
 def test_assemble_headings_lists_tables_and_paragraphs():

@@ -276,8 +276,34 @@ def _split_crop(crop: np.ndarray, box: LineBox, x_origin: int, max_width: int) -
             + _split_crop(crop, right, x_origin, max_width))
 
 
+WIDE_GAP = 11  # columns: a blank run between words wider than this is narrowed to it
+
+
+def narrow_wide_gaps(arr: np.ndarray, widest: int = WIDE_GAP) -> np.ndarray:
+    """`arr` [32, W] (ink = 1) with each blank run of columns between inked ones cut to
+    `widest`: justified text's wide word spaces look like ordinary ones (the reader drops or
+    repeats words across a gap much wider than it saw most), padded back to W % 8 == 0."""
+    blank = arr.max(axis=0) < 0.25
+    inked = np.flatnonzero(~blank)
+    if inked.size < 2:
+        return arr
+    keep = np.ones(arr.shape[1], dtype=bool)
+    run = 0
+    for x in range(inked[0], inked[-1]):
+        run = run + 1 if blank[x] else 0
+        keep[x] = run <= widest
+    if keep.all():
+        return arr
+    kept = arr[:, keep]
+    out = np.zeros((arr.shape[0], (kept.shape[1] + 7) // 8 * 8), dtype=arr.dtype)
+    out[:, : kept.shape[1]] = kept
+    return out
+
+
 def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:
-    """A crop normalised for the recogniser: float32 [32, W], ink = 1, paper = 0, W % 8 == 0."""
+    """A crop normalised for the recogniser: float32 [32, W], ink = 1, paper = 0, W % 8 == 0.
+    Wide gaps between words are narrowed (`narrow_wide_gaps`), except in a shaded line
+    (code), whose spacing the reader writes."""
     crop = np.asarray(image.crop((box.x0, box.y0, box.x1 + 1, box.y1 + 1)).convert("L"),
                       dtype=np.float32)
     paper = np.percentile(crop, 80)
@@ -288,7 +314,8 @@ def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:
     new_w = max(8, min(MAX_LINE_WIDTH, (new_w + 7) // 8 * 8))
     resized = Image.fromarray((arr * 255).astype(np.uint8)).resize((new_w, LINE_HEIGHT),
                                                                    Image.BILINEAR)
-    return np.asarray(resized, dtype=np.float32) / 255.0
+    out = np.asarray(resized, dtype=np.float32) / 255.0
+    return out if box.shaded else narrow_wide_gaps(out)
 
 
 _NUMBERED = re.compile(r"^(\d{1,3})[.)]\s+")
