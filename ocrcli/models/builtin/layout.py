@@ -279,6 +279,12 @@ def _split_crop(crop: np.ndarray, box: LineBox, x_origin: int, max_width: int) -
 WIDE_GAP = 11  # columns: a blank run between words wider than this is narrowed to it
 
 
+def runs_1d(flags: np.ndarray) -> list[tuple[int, int]]:
+    """Runs of True in a 1-D array as (start, end exclusive)."""
+    d = np.diff(np.concatenate(([0], flags.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
+
+
 def narrow_wide_gaps(arr: np.ndarray, widest: int = WIDE_GAP) -> np.ndarray:
     """`arr` [32, W] (ink = 1) with each blank run of columns between inked ones cut to
     `widest`: justified text's wide word spaces look like ordinary ones (the reader drops or
@@ -288,10 +294,9 @@ def narrow_wide_gaps(arr: np.ndarray, widest: int = WIDE_GAP) -> np.ndarray:
     if inked.size < 2:
         return arr
     keep = np.ones(arr.shape[1], dtype=bool)
-    run = 0
-    for x in range(inked[0], inked[-1]):
-        run = run + 1 if blank[x] else 0
-        keep[x] = run <= widest
+    for a, b in runs_1d(blank[inked[0] : inked[-1]]):
+        if b - a > widest:
+            keep[inked[0] + a + widest : inked[0] + b] = False
     if keep.all():
         return arr
     kept = arr[:, keep]

@@ -28,7 +28,15 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from PIL import Image
 
-from ocrcli.models.builtin.layout import LineBox, PageInk, despeckle, ink_mask, lines_in, near_ink
+from ocrcli.models.builtin.layout import (
+    LineBox,
+    PageInk,
+    despeckle,
+    ink_mask,
+    lines_in,
+    near_ink,
+    runs_1d,
+)
 
 LAYOUT_DPI = 144  # the resolution the rules below are drawn for: a finer page is reduced first
 COLUMN_MIN_WIDTH = 10.0  # line heights: a text column holds at least this much (about 25 characters)
@@ -175,12 +183,6 @@ def components(mask: np.ndarray) -> Components:
     return Components(boxes, area, rows, starts, ends, label)
 
 
-def _runs_1d(flags: np.ndarray) -> list[tuple[int, int]]:
-    """Runs of True in a 1-D array as (start, end exclusive)."""
-    d = np.diff(np.concatenate(([0], flags.astype(np.int8), [0])))
-    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
-
-
 # --- text scale and orientation -----------------------------------------------------------
 
 
@@ -201,7 +203,7 @@ def line_height(ink: np.ndarray) -> float:
     show their own lines)."""
     heights: list[int] = []
     for x0, x1 in _strips(ink.shape[1], 4):
-        heights += [e - s for s, e in _runs_1d(ink[:, x0:x1].any(axis=1)) if e - s >= 4]
+        heights += [e - s for s, e in runs_1d(ink[:, x0:x1].any(axis=1)) if e - s >= 4]
     return float(np.median(heights)) if heights else 20.0
 
 
@@ -256,7 +258,7 @@ def upside_down_evidence(ink: np.ndarray, lh: float) -> tuple[float, float]:
     above = below = 0.0
     for x0, x1 in _strips(ink.shape[1], 4):
         counts = ink[:, x0:x1].sum(axis=1).astype(np.float64)
-        for s, e in _runs_1d(counts > 0):
+        for s, e in runs_1d(counts > 0):
             if not 0.5 * lh <= e - s <= 2.0 * lh:
                 continue
             band = counts[s:e]
@@ -532,12 +534,12 @@ class _Cutter:
         runs between inked ones, as wide as a gutter, or holding a vertical rule."""
         region = self.solid[y0:y1, x0:x1]
         out = []
-        for s, e in _runs_1d(region.any(axis=1)):
+        for s, e in runs_1d(region.any(axis=1)):
             used = region[s:e].any(axis=0)
             ruled = self.vrules[y0 + s : y0 + e, x0:x1].any(axis=0)
             gaps = []
             inked = np.flatnonzero(used)
-            for a, b in _runs_1d(~used):
+            for a, b in runs_1d(~used):
                 if a <= inked[0] or b > inked[-1]:
                     continue  # a margin, not a gap between two things
                 has_rule = bool(ruled[a:b].any())
@@ -726,7 +728,7 @@ class _Cutter:
     def _thin_ends(self, sl: _Slice) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """The slice's first and last runs of ink where both are thin strokes and there is
         something between them; None otherwise."""
-        runs = _runs_1d(sl.used)
+        runs = runs_1d(sl.used)
         if len(runs) < 3 or any(b - a > max(2, 0.4 * self.lh) for a, b in (runs[0], runs[-1])):
             return None
         return runs[0], runs[-1]
@@ -942,7 +944,7 @@ def _heading_cells(page: PageInk, blk: Block, row: int, bi: int) -> list[LineBox
 def _phrases(used: np.ndarray, min_gap: float) -> list[tuple[int, int]]:
     """Runs of inked columns, joined across spaces narrower than `min_gap`."""
     out: list[list[int]] = []
-    for a, b in _runs_1d(used):
+    for a, b in runs_1d(used):
         if out and a - out[-1][1] < min_gap:
             out[-1][1] = b
         else:
