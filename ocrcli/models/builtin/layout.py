@@ -276,7 +276,9 @@ def _split_crop(crop: np.ndarray, box: LineBox, x_origin: int, max_width: int) -
             + _split_crop(crop, right, x_origin, max_width))
 
 
-WIDE_GAP = 11  # columns: a blank run between words wider than this is narrowed to it
+# Columns at the reading height: a blank run between words wider than this is narrowed to
+# it. Word gaps in the crops of synthetic training prose: median 7, 95th percentile 15.
+WIDE_GAP = 15
 
 
 def runs_1d(flags: np.ndarray) -> list[tuple[int, int]]:
