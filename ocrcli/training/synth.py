@@ -242,7 +242,7 @@ class _Typesetter:
             runs: bool = False, word_space: float = 1.0) -> None:
         """Draw a line; `runs`: its runs of one symbol may be cut inside (`joints`);
         `word_space`: its spaces as a share of the font's."""
-        if word_space == 1.0:
+        if word_space == 1.0:  # drawn whole, kerned as set: such pages stay as they were
             self.draw.text((x, self.y), text, font=font, fill=self.s.ink)
             box = self.draw.textbbox((x, self.y), text, font=font)
             spaces = _space_spans(x, text, font)

@@ -259,9 +259,7 @@ def _split_crop(crop: np.ndarray, box: LineBox, x_origin: int, max_width: int) -
     part = crop[:, box.x0 - x_origin : box.x1 - x_origin + 1]
     ink = ink_mask(part)  # paper level from this part's whole height
     empty = ~ink[box.ink_top - box.y0 : box.ink_bottom - box.y0 + 1].any(axis=0)
-    # Runs of empty columns: starts where empty turns on, ends (exclusive) where it turns off.
-    edges = np.diff(np.concatenate(([0], empty.astype(np.int8), [0])))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    starts, ends = np.array(runs_1d(empty), dtype=np.int64).reshape(-1, 2).T  # empty columns
     w = empty.size
     mids = (starts + ends - 1) / 2
     usable = (ends - starts >= max(2, box.ink_height // 4)) & (mids >= 0.25 * w) & (mids <= 0.75 * w)
