@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import random
+import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from ocrcli.models.builtin.layout import ink_mask
+from ocrcli.models.builtin.tokenizer import DEFAULT_CHARS
 from ocrcli.training.text import (
     TextSources,
     prose_text,
@@ -63,14 +65,16 @@ HELDOUT_FONTS = {
 # share of training pages in place of the sans face (`make_page(light=...)`).
 LIGHT_FONTS = {"sans": ["Lato-Light.ttf", "Lato-LightItalic.ttf", "OpenSans-Light.ttf",
                         "OpenSans-LightItalic.ttf", "Roboto-Light.ttf", "RobotoCondensed-Light.ttf"]}
-# Geometric sans faces in the manner of Futura (a one-storey `a` that reads as `c` or `o`),
-# set with bold faces of their kind on a share of training pages (`make_page(geometric=...)`).
-# Avant Garde's clones (URW Gothic, TeX Gyre Adventor) stay out, URW Gothic being a held-out
-# face; so does Beteckna, which has no glyphs for most of Latin-1.
+# Geometric sans faces in the manner of Futura (a one-storey `a` that reads as `g`, `c` or `o`,
+# a tall narrow `t` that reads as `f`), set with bold faces of their kind on a share of
+# training pages (`make_page(geometric=...)`). Beteckna, the closest to Futura, lacks a third
+# of Latin-1: its pages set those characters' stand-ins (`stand_ins`). Avant Garde's clones
+# (URW Gothic, TeX Gyre Adventor) stay out, URW Gothic being a held-out face.
 GEOMETRIC_FONTS = {"sans": ["LeagueSpartan-Light.otf", "LeagueSpartan-Regular.otf",
-                            "Comfortaa-Light.ttf", "Comfortaa-Regular.ttf"],
+                            "Comfortaa-Light.ttf", "Comfortaa-Regular.ttf", "BetecknaGS.ttf",
+                            "BetecknaGS-Italic.ttf", "eurof35.ttf", "eurof55.ttf"],
                    "bold": ["LeagueSpartan-SemiBold.otf", "LeagueSpartan-Bold.otf",
-                            "Comfortaa-Bold.ttf"]}
+                            "Comfortaa-Bold.ttf", "BetecknaGS-Bold.ttf", "eurof75.ttf"]}
 
 
 @lru_cache(maxsize=1)
@@ -105,12 +109,16 @@ STAND_INS = {"\u2018": "'", "\u2019": "'", "\u201a": ",", "\u201c": '"', "\u201d
              "\u201e": '"', "\u2013": "-", "\u2014": "--", "\u2022": "*", "\u2026": "...",
              "\u2020": "+", "\u2021": "++", "\u2032": "'", "\u2033": '"', "\u20ac": "EUR",
              "\u2122": "TM", "\u2212": "-", "\u2190": "<-", "\u2192": "->", "\u2264": "<=",
-             "\u2265": ">=", "\u2260": "!="}
+             "\u2265": ">=", "\u2260": "!=", "\u00ab": '"', "\u00bb": '"', "\u00c6": "AE",
+             "\u00e6": "ae", "\u00d0": "D", "\u00f0": "d", "\u00de": "Th", "\u00fe": "th",
+             "\u00d8": "O", "\u00f8": "o", "\u00a9": "(c)", "\u00ae": "(R)", "\u00b7": "."}
+# Characters a page may be asked to draw: the reader's alphabet and the stand-ins' own.
+DRAWN_CHARS = frozenset(c for c in DEFAULT_CHARS + "".join(STAND_INS) if not c.isspace())
 
 
 @lru_cache(maxsize=64)
 def missing_glyphs(path: Path) -> frozenset[str]:
-    """The STAND_INS characters the font draws as its empty box (or not at all)."""
+    """The DRAWN_CHARS the font draws as its empty box (or not at all)."""
     font = ImageFont.truetype(str(path), 24)
 
     def shape(ch: str) -> tuple[bytes, tuple[int, int]]:
@@ -118,14 +126,24 @@ def missing_glyphs(path: Path) -> frozenset[str]:
         return bytes(mask), mask.size
 
     empty = {shape("\ue000"), shape("\U0001f600")}  # a private-use and an emoji code point
-    return frozenset(ch for ch in STAND_INS
+    return frozenset(ch for ch in DRAWN_CHARS
                      if shape(ch) in empty or font.getmask(ch).getbbox() is None)
+
+
+def _stand_in(ch: str, missing: set[str]) -> str:
+    """What is set for `ch`: its STAND_INS text, else its letter without accents (`ñ` -> `n`)
+    where the font has that, else nothing."""
+    if ch in STAND_INS:
+        return STAND_INS[ch]
+    marks = unicodedata.normalize("NFKD", ch)
+    base = "".join(c for c in marks if not unicodedata.combining(c)).strip()
+    return base if base != ch and base.isascii() and not set(base) & missing else ""
 
 
 def stand_ins(fonts: dict[str, Path]) -> dict[int, str]:
     """A `str.translate` table for text set in any of `fonts`."""
     missing = set().union(*(missing_glyphs(p) for p in fonts.values()))
-    return {ord(ch): STAND_INS[ch] for ch in missing}
+    return {ord(ch): _stand_in(ch, missing) for ch in missing}
 
 
 @lru_cache(maxsize=256)

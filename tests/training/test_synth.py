@@ -91,6 +91,9 @@ def test_characters_a_font_cannot_draw_are_replaced_in_the_page_and_its_markdown
     assert all("\u2192" not in line.text for line in narrow.lines)
     full = _page_set_in(available_fonts()["serif"][0])
     assert full.paragraph(text) and full.blocks[0] == text
+    # Nor has it Latin-1's letters: they lose their accents; signs with no letter in them go.
+    assert "\u00f1" in missing_glyphs(aileron)
+    assert narrow.paragraph("Pe\u00f1a \u00c6sop \u00a3 5 \u00b8") and narrow.blocks[-1] == "Pena AEsop 5"
 
 
 def test_pieces_of_long_lines_get_their_exact_texts():
