@@ -42,6 +42,7 @@ from ocrcli.evaluation.olmocr_bench import BenchScore, bench_conversion_jobs, sc
 from ocrcli.evaluation.run import _link_bench
 from ocrcli.inputs import PageRef, collect
 from ocrcli.models.registry import load_model, resolve_device
+from ocrcli.output import markdown_bytes
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.settings import ConvertSettings
 
@@ -179,11 +180,12 @@ def bench_scores(score: BenchScore) -> dict:
 
 
 def score_engine_on_bench(work: Path, system: str, run: EngineRun) -> dict:
-    """Places the engine's pages where the scorer expects them, then scores them."""
+    """Places the engine's pages where the scorer expects them, written as `ocrcli` writes a
+    page's Markdown (the scorer's end-of-text checks see the same bytes as `ocrcli eval`'s),
+    then scores them."""
     for job in bench_conversion_jobs(work, system):
         job.output_path.parent.mkdir(parents=True, exist_ok=True)
-        job.output_path.write_text(run.texts.get((str(job.pdf_path), job.page), ""),
-                                   encoding="utf-8")
+        job.output_path.write_bytes(markdown_bytes(run.texts.get((str(job.pdf_path), job.page), "")))
     return bench_scores(score_bench(work, system, force=True))
 
 
