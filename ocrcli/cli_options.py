@@ -106,8 +106,10 @@ FilesFrom = Annotated[str, typer.Option(
          "spaces in names are kept.")]
 Pages = Annotated[str, typer.Option(
     "--pages", metavar="PAGES", rich_help_panel=INPUT, help="1-based pages, e.g. 1-3,7.")]
-Dpi = Annotated[int, typer.Option(
-    "--dpi", min=36, max=600, metavar="N", rich_help_panel=INPUT, help="PDF rendering resolution.")]
+Dpi = Annotated[int | None, typer.Option(
+    "--dpi", min=36, max=600, metavar="N", rich_help_panel=INPUT, show_default=False,
+    help="PDF rendering resolution (default: the model's own, 288 for the built-in model "
+         "and 144 for DeepSeek-OCR and Jina-OCR-v1).")]
 MaxPixels = Annotated[int, typer.Option(
     "--max-pixels", min=10_000, metavar="N", rich_help_panel=INPUT,
     help="Pixel cap per page image.")]

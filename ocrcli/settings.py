@@ -10,6 +10,7 @@ from pathlib import Path
 from ocrcli.engine.policy import GATED_DEFAULT
 from ocrcli.faults import Faults
 from ocrcli.inputs import PageRef
+from ocrcli.models.identity import default_render_dpi
 
 
 @dataclass
@@ -18,7 +19,7 @@ class ConvertSettings:
     out: Path
     formats: frozenset[str] = frozenset({"md", "json"})
     pages: set[int] | None = None
-    dpi: int = 144
+    dpi: int | None = None  # None: the model's own (models.identity.default_render_dpi)
     max_pixels: int = 12_000_000
     model: str = "builtin"
     device: str = "auto"
@@ -45,6 +46,10 @@ class ConvertSettings:
     # Injected faults (tests only): read from the environment once, as the run's settings are
     # made, and armed only with OCRCLI_ENABLE_FAULTS=1 (faults.py).
     faults: Faults = field(default_factory=Faults.from_env)
+
+    def __post_init__(self) -> None:
+        if self.dpi is None:
+            self.dpi = default_render_dpi(self.model)
 
 
 def render_processes(s: ConvertSettings, todo: list[PageRef]) -> int:

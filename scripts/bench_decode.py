@@ -40,6 +40,7 @@ from ocrcli.engine.scheduler import Engine, list_source
 from ocrcli.inputs import PageRef, collect
 from ocrcli.model_setup import make_engine
 from ocrcli.models.base import DecodeRequest
+from ocrcli.models.identity import default_render_dpi
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import RenderSettings, render_page
 from ocrcli.settings import ConvertSettings, decode_threads
@@ -50,13 +51,14 @@ def page_requests(loaded, inputs: list[str], max_pages: int, max_new: int,
     """The requests of the inputs' first `max_pages` pages; `pages` gets one entry per page:
     its source, page number and the characters of its text layer (None: not a PDF)."""
     docs, _ = collect(inputs)
+    render = RenderSettings(dpi=default_render_dpi(loaded.model_id))  # as the converter renders
     reqs: list[DecodeRequest] = []
     n = 0
     for i, doc in enumerate(docs):
         for p in doc.pages:
             if n >= max_pages or doc.error:
                 break
-            img = render_page(PageRef(i, doc.path, doc.kind, p), RenderSettings())
+            img = render_page(PageRef(i, doc.path, doc.kind, p), render)
             if img.image is None:
                 continue
             for j, r in enumerate(loaded.adapter.page_requests(img.image, max_new)):

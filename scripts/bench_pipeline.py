@@ -3,6 +3,7 @@
     python scripts/bench_pipeline.py                 # a 60-page PDF made from samples/
     python scripts/bench_pipeline.py --repeats 5     # more measurements of each side
     python scripts/bench_pipeline.py --measure-rss   # also peak RSS, 10 vs 500 pages
+    python scripts/bench_pipeline.py --dpi 144       # PDF pages rendered at 144 dpi
     python scripts/bench_pipeline.py --model CHECKPOINT --device cuda
 
 Two sides convert the same pages of the same PDF, in one process, with the same settings,
@@ -68,8 +69,8 @@ def make_pdf(path: Path, pages: int) -> Path:
 def settings(pdf: Path, out: Path, args) -> ConvertSettings:
     return ConvertSettings(inputs=[str(pdf)], out=out, model=args.model, device=args.device,
                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                           draft_depth=args.draft_depth, resume=False, render_workers=1,
-                           log="plain", quiet=True)
+                           draft_depth=args.draft_depth, dpi=args.dpi, resume=False,
+                           render_workers=1, log="plain", quiet=True)
 
 
 def threads(s: ConvertSettings) -> int:
@@ -207,7 +208,7 @@ def measure(args, tmp: Path) -> dict:
     ratios = [r["ratio"] for r in rows]
     return {
         "pages": args.pages, "repeats": args.repeats, "warmup_pages": args.warmup_pages,
-        "batch_size": args.batch_size, "torch_threads": threads(decode.s),
+        "batch_size": args.batch_size, "dpi": decode.s.dpi, "torch_threads": threads(decode.s),
         "layout": "on both clocks, in the main process" if decode.layout_on_clock
                   else "in the pipeline's render processes; before the decode-only clock",
         "same_text": texts["pipeline"] == texts["decode_only"],
@@ -230,6 +231,7 @@ def main() -> int:
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--draft-depth", type=int, default=None)
+    ap.add_argument("--dpi", type=int, default=None, help="default: the model's own")
     ap.add_argument("--measure-rss", action="store_true")
     args = ap.parse_args()
     if args.pages < 1 or args.repeats < 1 or args.warmup_pages < 1:

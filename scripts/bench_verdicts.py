@@ -24,6 +24,7 @@ from PIL import Image, ImageDraw
 
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.inputs import PageRef, collect
+from ocrcli.models.identity import default_render_dpi
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import PageImage, RenderSettings, ink_share, render_page
 from ocrcli.settings import ConvertSettings
@@ -52,12 +53,12 @@ def shapes_page(rng: random.Random, noise: bool) -> Image.Image:
     return img.convert("RGB")
 
 
-def sets(n: int) -> dict[str, tuple[bool, list[PageImage]]]:
+def sets(n: int, dpi: int) -> dict[str, tuple[bool, list[PageImage]]]:
     """Each set's name: (whether its pages are good, its pages)."""
     src = TextSources.load("test")
     synth = [make_page(900_000_000 + i, src, False, (18, 30)).image for i in range(n)]
     docs, _ = collect([str(REPO / "samples")])
-    samples = [render_page(PageRef(i, d.path, d.kind, p), RenderSettings())
+    samples = [render_page(PageRef(i, d.path, d.kind, p), RenderSettings(dpi=dpi))
                for i, d in enumerate(docs) for p in d.pages]
     rng = random.Random(0)
     return {
@@ -92,7 +93,7 @@ def main() -> int:
     loaded = load_model(args.model, resolve_device(args.device))
     decoder = PageDecoder(loaded, ConvertSettings(inputs=[], out=Path(".")))
     result = {"model": loaded.model_id, "command": " ".join(["python", *sys.argv])}
-    for name, (good, pages) in sets(args.pages).items():
+    for name, (good, pages) in sets(args.pages, default_render_dpi(args.model)).items():
         result[name] = summarise(good, decoder.decode(pages))
     if args.json:
         print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())

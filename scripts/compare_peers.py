@@ -41,6 +41,7 @@ from ocrcli.evaluation.edit_distance import text_edit_distance
 from ocrcli.evaluation.olmocr_bench import BenchScore, bench_conversion_jobs, score_bench
 from ocrcli.evaluation.run import _link_bench
 from ocrcli.inputs import PageRef, collect
+from ocrcli.models.identity import default_render_dpi
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.output import markdown_bytes
 from ocrcli.render import PageImage, RenderSettings, render_page
@@ -263,11 +264,13 @@ def main() -> int:
                     help="the samples' expected Markdown, <truth>/<name>/page-NNNN.md")
     ap.add_argument("--model", default="builtin")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dpi", type=int, default=144)
+    ap.add_argument("--dpi", type=int, default=None,
+                    help="rendering resolution for both engines (default: the model's own)")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--no-tesseract", action="store_true", help="ocrcli alone")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
+    args.dpi = args.dpi or default_render_dpi(args.model)
     if args.bench is not None and not (args.bench / "pdfs").is_dir():
         ap.error(f"{args.bench} is not an olmOCR-Bench folder (*.jsonl and pdfs/)")
     if args.out is not None:

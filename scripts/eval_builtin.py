@@ -27,9 +27,11 @@ from rapidfuzz.distance import Levenshtein
 
 from ocrcli.distributed.page_decoder import PageDecoder
 from ocrcli.inputs import PageRef, collect
+from ocrcli.models.identity import default_render_dpi
 from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.settings import ConvertSettings
+from ocrcli.text_layer import DPI_KEY, rendered_dpi
 from ocrcli.training.synth import available_fonts, make_page
 from ocrcli.training.text import TextSources, missing_word_list
 
@@ -54,10 +56,17 @@ def error_rates(preds: list[str], refs: list[str]) -> dict:
             "page_chars": lengths}
 
 
-def decode(loaded, images, draft_depth: int | None, batch: int = 16):
+def decode(loaded, images, draft_depth: int | None, batch: int = 16, dpi: float | None = None):
+    """The images' records. `dpi`: each image is read as a PDF page rendered at that dpi
+    (the layout reduces a finer one); None: as it comes (a rendered page carries its dpi)."""
     settings = ConvertSettings(inputs=[], out=Path("."), draft_depth=draft_depth, batch_size=batch)
-    pages = [PageImage(PageRef(0, Path(f"page{i}"), "image", 1), img.convert("RGB"), 144.0)
-             for i, img in enumerate(images)]
+    pages = []
+    for i, img in enumerate(images):
+        rgb = img.convert("RGB")
+        if dpi is not None:
+            rgb.info[DPI_KEY] = dpi
+        pages.append(PageImage(PageRef(0, Path(f"page{i}"), "image", 1), rgb,
+                               rendered_dpi(rgb) or 144.0))
     return PageDecoder(loaded, settings).decode(pages)
 
 
@@ -117,10 +126,11 @@ def main() -> int:
         result["heldout_unseen_fonts"] = "skipped: held-out fonts are not installed"
 
     docs, _ = collect([str(REPO / "samples")])
+    render = RenderSettings(dpi=default_render_dpi(args.model))  # as the converter renders
     preds, refs, names = [], [], []
     for i, doc in enumerate(docs):
         for p in doc.pages:
-            img = render_page(PageRef(i, doc.path, doc.kind, p), RenderSettings())
+            img = render_page(PageRef(i, doc.path, doc.kind, p), render)
             truth_file = REPO / "ground_truth" / doc.path.stem / f"page-{p:04d}.md"
             preds.append(decode(loaded, [img.image], None)[0].text)
             refs.append(truth_file.read_text(encoding="utf-8"))

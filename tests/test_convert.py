@@ -1,10 +1,13 @@
-"""The converter's resume fast path: a rerun over finished pages loads no model."""
+"""What a run takes from its model without being told: the resume fast path (a rerun over
+finished pages loads no model) and the dpi its PDF pages are rendered at."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+
+import orjson
 
 from ocrcli.fingerprint import fingerprint, loaded_fingerprint
 from ocrcli.models.identity import BUILTIN_DIR, builtin_fingerprint, quick_identity
@@ -53,3 +56,20 @@ def test_rerun_of_a_finished_run_imports_no_torch(tmp_path):
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
     assert r.stdout.split() == ["0", "True"], r.stdout + r.stderr
     assert (out / "memo.jpg" / "page-0001.json").exists()
+
+
+def test_the_render_dpi_is_the_models_own_unless_given(tmp_path):
+    """The built-in reader cuts its lines from a page rendered at 288 dpi; full-page models
+    resize a page to their own input, for which 144 dpi is ample; `--dpi` wins over both."""
+    export = tmp_path / "export"
+    shutil.copytree(BUILTIN_DIR, export, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    assert ConvertSettings(inputs=[], out=tmp_path).dpi == 288
+    assert ConvertSettings(inputs=[], out=tmp_path, model=str(export)).dpi == 288
+    assert ConvertSettings(inputs=[], out=tmp_path, model="deepseek-ai/DeepSeek-OCR").dpi == 144
+    assert ConvertSettings(inputs=[], out=tmp_path, dpi=200).dpi == 200
+    for args, dpi in (((), 288), (("--dpi", "144"), 144)):
+        out = tmp_path / f"out{dpi}"
+        done = run_cli("convert", str(SAMPLES / "report.pdf"), "--pages", "1", "-o", str(out), *args)
+        assert done.returncode == 0, done.stderr
+        page = orjson.loads((out / "report.pdf" / "page-0001.json").read_bytes())
+        assert (page["dpi"], page["width"]) == (dpi, 1224 * dpi // 144)

@@ -59,7 +59,7 @@ def test_page_decoder_writes_convert_records(plain):
     settings = ConvertSettings(inputs=[str(src)], out=out, max_new_tokens=8)
     decoder = PageDecoder(load_model("builtin", "cpu"), settings)
     docs = [d for d in collect([str(src)])[0] if not d.error]
-    images = [render_page(PageRef(i, d.path, d.kind, p), RenderSettings())
+    images = [render_page(PageRef(i, d.path, d.kind, p), RenderSettings(settings.dpi))
               for i, d in enumerate(docs) for p in d.pages]
     records = decoder.decode(images)
     assert [(r.source, r.page) for r in records] == [(str(i.ref.path), i.ref.page) for i in images]

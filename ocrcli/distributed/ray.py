@@ -38,7 +38,7 @@ from ocrcli.progress import Reporter
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.settings import ConvertSettings
 from ocrcli.summary import summary_name
-from ocrcli.text_layer import TextLayer, attach, text_layer_of
+from ocrcli.text_layer import DPI_KEY, TextLayer, attach, rendered_dpi, text_layer_of
 
 # Columns hold no None: Ray Data turns an all-null column into floats (NaN), so a page without
 # an error has "" and a page without pixels has an empty image.
@@ -74,10 +74,13 @@ def render_document(row: dict, settings: RenderSettings) -> Iterator[dict]:
         ref = PageRef(int(row["doc_index"]), Path(row["path"]), row["kind"], int(page))
         image = render_page(ref, settings)
         layer = text_layer_of(image.image)  # the text layer travels as two columns
+        # ...and the dpi the page was rendered at, which the built-in model's layout reads
+        render_dpi = rendered_dpi(image.image) if image.image is not None else None
         yield {"text_chars": layer.chars if layer else "",
                "text_boxes": layer.boxes if layer else NO_BOXES,
                "doc_index": ref.doc_index, "source": row["source"], "kind": ref.kind, "rel": row["rel"],
-               "page": ref.page, "dpi": float(image.dpi), "error": image.error or "",
+               "page": ref.page, "dpi": float(image.dpi), "render_dpi": render_dpi or 0.0,
+               "error": image.error or "",
                "image": NO_IMAGE if image.image is None else np.asarray(image.image)}
 
 
@@ -88,6 +91,8 @@ def _page_image(batch: dict, i: int) -> PageImage:
     if error:
         return PageImage(ref, None, float(batch["dpi"][i]), str(error))
     image = Image.fromarray(np.asarray(batch["image"][i]), "RGB")
+    if batch["render_dpi"][i]:
+        image.info[DPI_KEY] = float(batch["render_dpi"][i])
     if batch["text_chars"][i]:
         attach(image, TextLayer(str(batch["text_chars"][i]), np.asarray(batch["text_boxes"][i])))
     return PageImage(ref, image, float(batch["dpi"][i]))

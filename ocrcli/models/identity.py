@@ -7,11 +7,18 @@ building a model would take most of such a rerun's time; hashing a few files doe
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 BUILTIN_MAX_NEW_TOKENS = 160  # the built-in's token cap per line: its longest lines hold 120 characters
+# The dpi a PDF page is rendered at when --dpi is not given. The built-in model lays a page out
+# as at 144 dpi and cuts its line crops from the page as rendered: at 288 dpi small print
+# reaches the reader with twice the detail (scripts/eval_render_dpi.py). The full-page models
+# resize a page to their own input size, for which 144 dpi (DeepSeek-OCR's PDF script's) is ample.
+BUILTIN_RENDER_DPI = 288
+FULL_PAGE_RENDER_DPI = 144
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,25 @@ def builtin_fingerprint(folder: Path, code_dir: Path = BUILTIN_DIR) -> str:
                 h.update(chunk)
     _FINGERPRINTS[key] = h.hexdigest()[:16]
     return _FINGERPRINTS[key]
+
+
+def is_builtin_folder(folder: Path) -> bool:
+    """Whether `folder` holds a built-in model (a trained export, or the shipped one)."""
+    try:
+        return json.loads((folder / "config.json").read_text()).get("architecture") == "ocrcli-builtin"
+    except (OSError, ValueError):
+        return False
+
+
+def is_builtin_model(name: str) -> bool:
+    """Whether `--model name` is a built-in model: its name, or a folder holding one."""
+    path = Path(name).expanduser()
+    return name == "builtin" or (path.is_dir() and is_builtin_folder(path))
+
+
+def default_render_dpi(model: str) -> int:
+    """The dpi a PDF page is rendered at for `--model model` when `--dpi` is not given."""
+    return BUILTIN_RENDER_DPI if is_builtin_model(model) else FULL_PAGE_RENDER_DPI
 
 
 def quick_identity(name: str) -> ModelIdentity | None:

@@ -11,6 +11,7 @@ from ocrcli.errors import ModelLoadError, UsageError
 from ocrcli.models import builtin
 from ocrcli.models.base import LoadedModel
 from ocrcli.models.device import check_device
+from ocrcli.models.identity import is_builtin_model
 
 __all__ = ["KNOWN_MODELS", "ModelLoadError", "load_model", "resolve_device"]
 
@@ -60,7 +61,7 @@ def load_model(
         if mode not in MODES:
             raise UsageError(f"--mode {mode}: use one of {', '.join(MODES)}")
     path = Path(name).expanduser()
-    builtin_folder = name == "builtin" or (path.is_dir() and builtin.is_builtin_folder(path))
+    builtin_folder = is_builtin_model(name)
     if builtin_folder and mode is not None:
         raise UsageError(f"--mode {mode}: the built-in model reads text lines and has no image "
                          "modes; --mode applies to DeepSeek-OCR and Jina-OCR-v1")

@@ -1,8 +1,9 @@
 """Line samples for the built-in model, cut from synthetic pages by the model's own layout step.
 
 Crops come from `segment_lines`, the function that reads real pages, so training and inference
-see the same geometry. Pages whose segmentation does not match the typeset lines one to one
-are skipped rather than guessed.
+see the same geometry: a page typeset at twice its size is segmented on a copy reduced to its
+size and its crops are cut from the full pixels, as the converter reads a finer render. Pages
+whose segmentation does not match the typeset lines one to one are skipped rather than guessed.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from PIL import Image
 
 from ocrcli.models.builtin.layout import PIECE_WIDTH, LineBox, line_tensor_array, segment_lines, split_wide
+from ocrcli.models.builtin.page_layout import scale_box
 from ocrcli.models.builtin.tokenizer import BOS_ID, DEFAULT_CHARS, EOS_ID, PAD_ID, CharTokenizer
 from ocrcli.training.synth import SynthPage, TypesetLine, make_page
 from ocrcli.training.text import TextSources
@@ -48,10 +51,20 @@ def piece_texts(line: TypesetLine, pieces: list[LineBox]) -> list[str] | None:
     return texts
 
 
+def coarse_copy(page: SynthPage) -> Image.Image:
+    """The page at its own size: reduced, where it was typeset larger."""
+    if page.scale == 1:
+        return page.image
+    w, h = page.image.size
+    return page.image.resize((w // page.scale, h // page.scale), Image.BOX)
+
+
 def page_lines(page: SynthPage, piece_width: int = PIECE_WIDTH) -> list[LineSample] | None:
     """Crops of a page (line pieces, as the reader gets them) paired with their texts, or
     None when segmentation disagrees. A line whose cuts miss its spaces is left out."""
-    boxes = [b for b in segment_lines(page.image) if not b.rule]
+    boxes = [b for b in segment_lines(coarse_copy(page)) if not b.rule]
+    if page.scale > 1:
+        boxes = [scale_box(b, page.scale, page.scale, page.image.size) for b in boxes]
     if len(boxes) != len(page.lines):
         return None
     out = []
@@ -98,13 +111,15 @@ class LineBatches(torch.utils.data.IterableDataset):
     def __init__(self, seed: int, start: int, batch_size: int, split: str = "train",
                  heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16,
                  piece_width: int = PIECE_WIDTH, scan: float = 0.0, rows: float = 0.0,
-                 light: float = 0.0, geometric: float = 0.0, spaces: float = 0.0):
+                 light: float = 0.0, geometric: float = 0.0, spaces: float = 0.0,
+                 fine: float = 0.0):
         self.seed, self.start, self.batch_size = seed, start, batch_size
         self.scan = scan  # share of pages with heavier scanner damage (`synth.scan_degrade`)
         self.rows = rows  # chance of a symbol row before each block (`synth.make_page`)
         self.light = light  # share of pages whose sans face is a light weight
         self.geometric = geometric  # share of pages set in geometric (Futura-like) sans faces
         self.spaces = spaces  # share of pages with justified or tight word spaces
+        self.fine = fine  # share of pages typeset at twice their size (read as 288 dpi renders)
         self.piece_width = piece_width
         self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
 
@@ -115,7 +130,8 @@ class LineBatches(torch.utils.data.IterableDataset):
             lines = page_lines(make_page(self.seed * 10_000_000 + page, sources,
                                          self.heldout_fonts, self.sizes, scan=self.scan,
                                          rows=self.rows, light=self.light,
-                                         geometric=self.geometric, spaces=self.spaces),
+                                         geometric=self.geometric, spaces=self.spaces,
+                                         fine=self.fine),
                                self.piece_width)
             page += 1
             if lines:

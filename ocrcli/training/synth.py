@@ -171,6 +171,7 @@ class SynthPage:
     image: Image.Image  # grayscale "L"
     markdown: str  # exact ground truth
     lines: list[TypesetLine] = field(default_factory=list)
+    scale: int = 1  # typeset at this multiple of its size: a PDF page rendered at scale x 144 dpi
 
 
 @dataclass
@@ -189,14 +190,17 @@ class PageStyle:
     word_space: float | str = 1.0
 
 
-def _style(rng: random.Random, fonts: dict[str, list[Path]], sizes: tuple[int, int]) -> PageStyle:
+def _style(rng: random.Random, fonts: dict[str, list[Path]], sizes: tuple[int, int],
+           scale: int = 1) -> PageStyle:
     body = rng.randint(*sizes)
     width = rng.randint(max(500, body * 32), max(700, body * 55))
+    height = int(width * rng.uniform(1.25, 1.45))
+    margin = rng.randint(body, body * 4)
     return PageStyle(
-        width=width,
-        height=int(width * rng.uniform(1.25, 1.45)),
-        margin=rng.randint(body, body * 4),
-        body_size=body,
+        width=width * scale,
+        height=height * scale,
+        margin=margin * scale,
+        body_size=body * scale,
         spacing=rng.uniform(1.15, 1.6),
         fonts={role: rng.choice(paths) for role, paths in fonts.items()},
         ink=rng.randint(0, 60),
@@ -523,17 +527,24 @@ def make_page(
     light: float = 0.0,
     geometric: float = 0.0,
     spaces: float = 0.0,
+    scale: int = 1,
+    fine: float = 0.0,
 ) -> SynthPage:
     """A typeset page and its exact Markdown. Same seed, same page. `scan` is the share of
     pages that also get `scan_degrade`; `rows` the chance, before each block, of a
     `symbol_row` line; `light` the share of pages whose sans face is one of `LIGHT_FONTS`,
     `geometric` of those set in `GEOMETRIC_FONTS`; `spaces` of those whose paragraphs are
     justified or set with tight word spaces. Each draws from a generator of its own, so
-    that the pages made without them stay as they were."""
+    that the pages made without them stay as they were. `scale` typesets the same page that
+    many times as large, as a PDF page rendered at that multiple of the dpi; `fine` is the
+    share of pages typeset at twice their scale (the built-in model's 288 dpi renders)."""
     rng = random.Random(seed)
     row_rng = random.Random(seed ^ 0x50B1)
     fonts = available_fonts(heldout_fonts) or available_fonts(False)
-    style = _style(rng, fonts, sizes)
+    fine_rng = random.Random(seed ^ 0xF1E5)
+    if fine and fine_rng.random() < fine:
+        scale *= 2
+    style = _style(rng, fonts, sizes, scale)
     _swap_faces(style, LIGHT_FONTS, light, random.Random(seed ^ 0x11A7))
     _swap_faces(style, GEOMETRIC_FONTS, geometric, random.Random(seed ^ 0x6E0F))
     space_rng = random.Random(seed ^ 0x5BAC)
@@ -574,4 +585,4 @@ def make_page(
             scanned = scan_degrade(image, scan_rng)
             if not erases_text(ts.image, scanned, ts.lines):
                 image = scanned
-    return SynthPage(image=image, markdown="\n\n".join(ts.blocks), lines=ts.lines)
+    return SynthPage(image=image, markdown="\n\n".join(ts.blocks), lines=ts.lines, scale=scale)

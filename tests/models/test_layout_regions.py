@@ -9,7 +9,7 @@ from PIL import Image
 
 from ocrcli.models.builtin import LinePageAdapter
 from ocrcli.models.builtin.layout import assemble_markdown
-from ocrcli.models.builtin.page_layout import analyse_page
+from ocrcli.models.builtin.page_layout import analyse_page, fine_page
 from ocrcli.text_layer import DPI_KEY
 from tests.models.layout_pages import (
     _serif,
@@ -241,3 +241,30 @@ def test_a_page_rendered_finer_is_laid_out_reduced_and_read_from_its_own_pixels(
     assert len(same_width) > 0.5 * len(coarse_lines)
     # Cut from the fine pixels (not the coarse ones enlarged), showing the same line.
     assert all(0 < np.abs(a - b).mean() < 0.08 for a, b in same_width)
+
+
+@pytest.mark.parametrize("make", [photo_page, chart_page, columns_page], ids=["photo", "chart", "text"])
+def test_the_fine_page_takes_what_the_layout_painted_and_keeps_the_rest(make):
+    """What the layout painted out (a picture, a chart) is paper on the fine page too; every
+    pixel the layout left alone is the fine page's own."""
+    page = make()
+    fine = page.image.resize((2 * page.image.width, 2 * page.image.height), Image.LANCZOS)
+    layout = analyse_page(page.image)
+    out = np.asarray(fine_page(fine, page.image, layout), dtype=np.int16)
+    changed = np.asarray(layout.image) != np.asarray(page.image.convert("L"))
+    near_change = np.kron(changed, np.ones((2, 2), bool))
+    for _ in range(2):  # bilinear enlargement reaches one coarse pixel further
+        near_change[1:] |= near_change[:-1]
+        near_change[:-1] |= near_change[1:]
+        near_change[:, 1:] |= near_change[:, :-1]
+        near_change[:, :-1] |= near_change[:, 1:]
+    untouched = ~near_change
+    assert np.array_equal(out[untouched], np.asarray(fine, dtype=np.int16)[untouched])
+    if changed.any():  # inside what was painted (every neighbour painted too): the paint
+        deep = changed.copy()
+        deep[1:-1, 1:-1] &= (changed[:-2, 1:-1] & changed[2:, 1:-1] & changed[1:-1, :-2]
+                             & changed[1:-1, 2:])
+        deep[[0, -1]], deep[:, [0, -1]] = False, False
+        inside = np.kron(deep, np.ones((2, 2), bool))
+        painted = np.kron(np.asarray(layout.image), np.ones((2, 2), np.uint8)).astype(np.int16)
+        assert inside.any() and np.abs(out[inside] - painted[inside]).max() <= 1

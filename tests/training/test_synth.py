@@ -67,6 +67,25 @@ def test_most_pages_segment_into_their_typeset_lines():
     assert matched >= 8  # the rest are skipped in training, never mislabelled
 
 
+def test_pages_typeset_twice_as_large_are_read_as_finer_renders():
+    """`fine` pages: the same page at twice the size, segmented at its own size and cut from
+    the full pixels, as the converter reads a 288 dpi render. Other pages stay as they were."""
+    src = TextSources.load("train", max_files=40)
+    matched = 0
+    for seed in range(8):
+        plain, fine = make_page(seed, src), make_page(seed, src, fine=1.0)
+        assert make_page(seed, src, fine=0.0).image.tobytes() == plain.image.tobytes()
+        assert (fine.scale, fine.image.size) == (2, (plain.image.width * 2, plain.image.height * 2))
+        samples = page_lines(fine)
+        if samples is None:
+            continue
+        matched += 1
+        assert all(s.image.shape[0] == 32 for s in samples)
+        lines = [line.text for line in fine.lines]
+        assert all(any(s.text in line for line in lines) for s in samples)  # pieces of its lines
+    assert matched >= 5
+
+
 def test_dejavu_is_enough():
     fonts = available_fonts()
     assert all(fonts[role] for role in ("serif", "sans", "bold", "mono"))

@@ -110,10 +110,11 @@ def lay_out(image: Image.Image) -> tuple[PageLayout, Image.Image, list[LineBox]]
     if dpi <= LAYOUT_DPI * 1.2:
         layout = analyse_page(image)
         return layout, layout.image, layout.boxes
-    coarse = image.resize((max(1, round(image.width * LAYOUT_DPI / dpi)),
-                           max(1, round(image.height * LAYOUT_DPI / dpi))), Image.BOX)
+    gray = image.convert("L")  # once: the layout, the fine page and the line crops read grey
+    coarse = gray.resize((max(1, round(image.width * LAYOUT_DPI / dpi)),
+                          max(1, round(image.height * LAYOUT_DPI / dpi))), Image.BOX)
     layout = analyse_page(coarse)
-    fine = fine_page(image, coarse, layout)
+    fine = fine_page(gray, coarse, layout)
     fx, fy = fine.width / layout.image.width, fine.height / layout.image.height
     return layout, fine, [scale_box(b, fx, fy, fine.size) for b in layout.boxes]
 
@@ -124,13 +125,6 @@ def _readable(char: str, known: str) -> str:
         return char
     form = unicodedata.normalize("NFKC", char)
     return form if all(c in known for c in form) else char
-
-
-def is_builtin_folder(folder: Path) -> bool:
-    try:
-        return json.loads((folder / "config.json").read_text()).get("architecture") == "ocrcli-builtin"
-    except (OSError, ValueError):
-        return False
 
 
 def _read_config(path: Path) -> BuiltinConfig:
