@@ -153,16 +153,22 @@ class DecodeOnly:
         return time.perf_counter() - t0, len(texts), texts
 
 
+# The converter's own peak is VmHWM, the high-water mark of its address space: getrusage's
+# ru_maxrss would start from this benchmark's size, which a process keeps across fork and exec
+# (the decode-only side holds every rendered page). The render workers' figure is getrusage's
+# for the largest child, which likewise starts from the converter's size when it was started:
+# an upper bound.
 RSS_CHILD = """
-import resource, sys
+import re, resource, sys
 from ocrcli.cli import main
 sys.argv = ["ocrcli"] + sys.argv[1:]
 try:
     main()
 except SystemExit:
     pass
-print("RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+with open("/proc/self/status") as f:
+    hwm = int(re.search(r"VmHWM:\\s+(\\d+)", f.read()).group(1))
+print("RSS", hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
 """
 
 
