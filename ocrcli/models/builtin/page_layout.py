@@ -994,8 +994,7 @@ def fine_page(image: Image.Image, coarse: Image.Image, layout: PageLayout) -> Im
     turned it, with what the layout changed (rules and pictures painted as paper, drop caps
     moved) taken from the layout's image, enlarged. Only the window that holds the changes is
     enlarged: most pages change little or nothing, and the fine page has 4 times the pixels."""
-    fine = np.asarray(image.convert("L"))
-    small = np.asarray(coarse.convert("L"))
+    fine, small = (np.asarray(im if im.mode == "L" else im.convert("L")) for im in (image, coarse))
     if layout.turns:
         fine, small = np.rot90(fine, layout.turns), np.rot90(small, layout.turns)
     changed = np.asarray(layout.image) != small
