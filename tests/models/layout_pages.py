@@ -301,13 +301,24 @@ def cover_page() -> Page:
     return page
 
 
-def cards_page(seed: int = 0) -> Page:
+def cards_page(seed: int = 0, staggered: bool = False, rows: int = 2) -> Page:
     """A 2 x 2 grid of cards (a heading and a short paragraph each), rows far apart: read
-    card after card, row after row. `regions` holds each card's box as card1 .. card4."""
+    card after card, row after row. `regions` holds each card's box as card1 .. card4.
+    `staggered`: short headings over a short formula, each right-hand card's paragraph a
+    line lower than its neighbour's, and the left cards' paragraphs set narrower after their
+    first line: that line stands alone at its height, reaching far into the space that the
+    headings and formulas leave, further than any line near it."""
     rng = random.Random(seed)
     page, draw = blank()
-    for i, (x, y) in enumerate([(90, 150), (660, 150), (90, 650), (660, 650)], 1):
-        draw.text((x, y), f"{i}. Card heading", font=_bold(28), fill=0)
-        bottom = paragraphs(page, draw, x, y + 60, 470, y + 330, rng)
+    for i, (x, y) in enumerate([(90, 150), (660, 150), (90, 650), (660, 650)][: 2 * rows], 1):
+        draw.text((x, y), f"{i}. Card" if staggered else f"{i}. Card heading", font=_bold(28),
+                  fill=0)
+        if staggered:
+            draw.text((x + 180, y + 70), f"a + b = {i}", font=_serif(), fill=0)
+        top = y + 60 + (50 + (LEADING if x > 600 else 0)) * staggered
+        width = 470
+        if staggered and x < 600:
+            top, width = paragraphs(page, draw, x, top, width, top + LEADING, rng), 380
+        bottom = paragraphs(page, draw, x, top, width, y + 400 if staggered else y + 330, rng)
         page.regions[f"card{i}"] = (x, y, x + 470, bottom)
     return page

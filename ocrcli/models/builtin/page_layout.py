@@ -588,6 +588,8 @@ class _Cutter:
             keep, gone = groups[j], groups[i]  # `keep` has gutters (`_next_merge`)
             if gone.gutters:  # two groups whose gutters line up: the gutters they share
                 keep.gutters = self._intersect(keep.gutters, gone.gutters)
+            else:  # a lone line: the gutters narrowed to what it leaves empty
+                keep.gutters = self._clear_part(gone.slices[0], keep)
             keep.slices = sorted(keep.slices + gone.slices, key=lambda s: s.y0)
             groups.remove(gone)
 
@@ -604,9 +606,26 @@ class _Cutter:
                     continue
                 if g.gutters and j > i and self._intersect(g.gutters, other.gutters):
                     return i, j
-                if not g.gutters and len(g.slices) == 1 and _clear_of(g.slices[0], other):
+                if not g.gutters and len(g.slices) == 1 and self._clear_part(g.slices[0], other):
                     return i, j
         return None
+
+    def _clear_part(self, sl: _Slice, group: _Group) -> list[tuple[int, int, bool]]:
+        """The group's gutters narrowed to the columns the slice leaves empty, margins
+        included; [] unless every gutter keeps one part wide enough. A gutter found over a
+        few lines of text columns is as wide as their shortest line leaves it (short headings
+        over a grid of cards), and the next line of the left column may end inside it. A
+        table's gutters are not narrowed: a line reaching into one spans its columns."""
+        if not _clear_of(sl, group) and min(_column_widths(group)) < COLUMN_MIN_WIDTH * self.lh:
+            return []
+        empty = [(a, b, True) for a, b in runs_1d(~sl.used)]
+        narrowed = []
+        for gutter in group.gutters:
+            parts = self._intersect([gutter], empty)
+            if len(parts) != 1:
+                return []
+            narrowed.append((*parts[0][:2], gutter[2]))
+        return narrowed
 
     def cut(self, x0: int, y0: int, x1: int, y1: int, depth: int = 0) -> list[Block]:
         """Blocks of the region in reading order."""
@@ -675,14 +694,15 @@ class _Cutter:
         """A column group cut at its widest empty bands across all its columns (at least 1.5
         line heights, and every column holding something above and below each): a grid of
         boxes (cards) is read row after row, as a whitespace cut takes the widest gap first.
-        Flowing columns rarely break at the same height by that much."""
+        Flowing columns rarely break at the same height by that much. A band of one line is
+        no row of cards but the headings over them: it stays with what follows it."""
         gaps = [b.y0 - a.y1 for a, b in zip(g.slices, g.slices[1:])]
         if not gaps:
             return [g.slices]
         wide = max(1.5 * self.lh, 0.9 * max(gaps))
         bands = [[g.slices[0]]]
         for gap, sl in zip(gaps, g.slices[1:]):
-            if gap >= wide:
+            if gap >= wide and len(bands[-1]) > 1:
                 bands.append([sl])
             else:
                 bands[-1].append(sl)
@@ -701,11 +721,7 @@ class _Cutter:
             # Rows typed with "|" between cells: the reader reads them as they are. Two such
             # rows in a group mean its gutter runs between their cells, not between columns.
             return "text"
-        used = np.zeros(x1 - x0, dtype=bool)
-        for s in g.slices:
-            used |= s.used
-        widths = [_ink_width(used[a:b]) for a, b in _parts(g.gutters, x1 - x0)]
-        if min(widths) >= COLUMN_MIN_WIDTH * self.lh:
+        if min(_column_widths(g)) >= COLUMN_MIN_WIDTH * self.lh:
             # A line or two with a wide space at the same place (code and its aligned
             # comments) are read line by line; columns run down the page.
             return "columns" if bottom - top >= 4 * self.lh else "text"
@@ -761,6 +777,14 @@ def _fills_every_part(slices: list[_Slice], gutters: list[tuple[int, int, bool]]
 
 def _clear_of(sl: _Slice, group: _Group) -> bool:
     return not any(sl.used[a:b].any() for a, b, _ in group.gutters)
+
+
+def _column_widths(g: _Group) -> list[int]:
+    """The width of the ink between each pair of the group's gutters (and the edges)."""
+    used = np.zeros_like(g.slices[0].used)
+    for sl in g.slices:
+        used |= sl.used
+    return [_ink_width(used[a:b]) for a, b in _parts(g.gutters, used.size)]
 
 
 def _parts(gutters: list[tuple[int, int, bool]], width: int) -> list[tuple[int, int]]:
