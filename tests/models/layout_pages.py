@@ -322,3 +322,37 @@ def cards_page(seed: int = 0, staggered: bool = False, rows: int = 2) -> Page:
         bottom = paragraphs(page, draw, x, top, width, y + 400 if staggered else y + 330, rng)
         page.regions[f"card{i}"] = (x, y, x + 470, bottom)
     return page
+
+
+def reversed_banner_page(seed: int = 0, fill: int = 50) -> Page:
+    """A banner of white capitals on a dark fill over running text, a black bar (a
+    redaction: no letters in it), a black square holding three white marks one above the
+    other (a logo) and a word in heavy capitals whose letters touch (one blob, with the
+    letters' counters side by side in it). `regions` holds the four."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    paragraphs(page, draw, 100, 100, 1000, 260, rng)
+    draw.rectangle((100, 300, 520, 350), fill=fill)
+    draw.text((120, 308), "ANNUAL REVIEW", font=_bold(32), fill=255)
+    page.regions["banner"] = (100, 300, 520, 350)
+    paragraphs(page, draw, 100, 390, 1000, 700, rng)
+    draw.rectangle((100, 760, 600, 790), fill=0)
+    page.regions["bar"] = (100, 760, 600, 790)
+    draw.rectangle((100, 860, 200, 1000), fill=0)
+    for y in (875, 915, 955):
+        draw.ellipse((135, y, 165, y + 30), fill=255)
+    page.regions["logo"] = (100, 860, 200, 1000)
+    draw.text((300, 880), "BOOO", font=_bold(72), fill=0, stroke_width=4, stroke_fill=0)
+    page.regions["bold"] = (290, 870, 600, 1000)
+    return page
+
+
+def dark_slide_page(seed: int = 0) -> Page:
+    """A slide: white paragraphs on a dark fill that covers most of the page."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    draw.rectangle((60, 60, WIDTH - 60, 900), fill=40)
+    inverted = Image.new("L", (WIDTH, HEIGHT), 255)
+    paragraphs(page, ImageDraw.Draw(inverted), 120, 120, 980, 860, rng)
+    page.image.paste(255, mask=Image.eval(inverted, lambda v: 255 - v))
+    return page

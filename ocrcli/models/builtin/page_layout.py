@@ -11,6 +11,9 @@ lines live in. All of it works on the page's ink mask, classically:
   band (ascenders and capitals outweigh descenders in Latin script about three to one);
 - rulings: long thin horizontal or vertical runs of ink are rules (table grids, frames,
   separators), kept out of the text and used as table column boundaries;
+- reversed text: light letters on a dark flat fill (a banner, a table's dark heading row)
+  are holes in one big blob of ink; such a fill is made paper and its letters ink, so that
+  they are read as any other line and the blob is not taken for a picture;
 - pictures: connected ink blobs far larger than any character are pictures; they and
   whatever lies inside their box (a chart's labels) are never read;
 - regions: a recursive cut on whitespace (XY-cut). A region's rows are split at every empty
@@ -24,6 +27,7 @@ lines live in. All of it works on the page's ink mask, classically:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 from PIL import Image
@@ -48,6 +52,8 @@ FURNITURE_SPARSE_GAP = 2.5  # line heights: on a sparse page, small print this f
 FURNITURE_SPARSE_BODY_GAP = 4.0  # line heights: the same for a short line of body size
 PAGE_NUMBER_MAX_WIDTH = 3.0  # line heights: about four digits, or "- 7 -"
 DUST = 0.4  # line heights: a slice this small both ways is what is left of a rule or a speck
+REVERSED_CONTRAST = 80  # grey levels: letters this much lighter than their fill are reversed text
+LETTER_MIN_HEIGHT = 6  # pixels: at the layout's 144 dpi, a capital of 4-point print
 
 
 # --- runs and connected components -------------------------------------------------------
@@ -119,9 +125,17 @@ class Components:
         keep = np.isin(self.run_label, labels)
         return _mask_of_runs(shape, self.run_rows[keep], self.run_starts[keep], self.run_ends[keep])
 
+    @cached_property
+    def _runs_by_label(self) -> tuple[np.ndarray, np.ndarray]:
+        """The runs ordered by component, and where each component's begin in that order:
+        `pixels` of many components then costs one sort, not a pass over all runs each."""
+        order = np.argsort(self.run_label, kind="stable")
+        return order, np.searchsorted(self.run_label[order], np.arange(self.area.size + 1))
+
     def pixels(self, label: int) -> tuple[np.ndarray, np.ndarray]:
         """Row and column indices of one component's pixels."""
-        keep = self.run_label == label
+        order, first = self._runs_by_label
+        keep = order[first[label] : first[label + 1]]
         starts, ends = self.run_starts[keep], self.run_ends[keep]
         lengths = ends - starts
         rows = np.repeat(self.run_rows[keep], lengths)
@@ -312,15 +326,99 @@ def flat_fills(gray: np.ndarray, ink: np.ndarray, lh: float, comps: Components) 
     hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
     wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
     candidates = np.flatnonzero((comps.area >= 0.6 * hgt * wid) & (hgt >= lh) & (wid >= 2 * lh))
-    h, w = gray.shape
     for label in candidates:
         rows, cols = comps.pixels(int(label))
-        level = gray[rows, cols]
-        right = gray[rows, np.minimum(cols + 1, w - 1)]
-        below = gray[np.minimum(rows + 1, h - 1), cols]
-        flat = (level >= 60) & (np.abs(level - right) <= 2) & (np.abs(level - below) <= 2)
+        flat = (gray[rows, cols] >= 60) & _level(gray, rows, cols)
         if flat.mean() >= 0.6:
             out[rows[flat], cols[flat]] = True
+    return out
+
+
+def _level(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Whether each pixel is level with its right and lower neighbours (within 2 grey
+    levels): most of a flat fill's pixels are, few of a photograph's, whose grain varies."""
+    h, w = gray.shape
+    level = gray[rows, cols]
+    right = gray[rows, np.minimum(cols + 1, w - 1)]
+    below = gray[np.minimum(rows + 1, h - 1), cols]
+    return (np.abs(level - right) <= 2) & (np.abs(level - below) <= 2)
+
+
+
+
+def _reversed_letters(gray: np.ndarray, comps: Components, label: int) -> np.ndarray | None:
+    """Within a dense blob's box, the holes the blob surrounds (its letters, with the fill's
+    islands inside them) where they are reversed text: at least three holes of a letter's
+    height, most of them beside another as letters in a line are, and much lighter than
+    the fill. None otherwise: a dark bar, a logo (its emblems stand one above the other), a
+    photograph. The page's line height is no measure here: on a dark slide it is the fill's.
+    A hole open to the box's edge is a letter where it is shaped like one (a descender
+    through a dark heading row's edge), and the paper outside the fill where it is not."""
+    top, left, bottom, right = (int(v) for v in comps.boxes[label])
+    rows, cols = comps.pixels(label)
+    box = gray[top : bottom + 1, left : right + 1]
+    fill = np.zeros(box.shape, dtype=bool)
+    fill[rows - top, cols - left] = True
+    holes = components(~fill)
+    t, lf, b, r = holes.boxes.T
+    height, width = b - t + 1, r - lf + 1
+    inner = (t > 0) & (lf > 0) & (b < box.shape[0] - 1) & (r < box.shape[1] - 1)
+    letters = (height >= LETTER_MIN_HEIGHT) & (height <= 0.9 * box.shape[0])
+    closed = letters & inner
+    if closed.sum() < 3 or _beside_another(holes.boxes[closed]) < 2 / 3:
+        return None  # a bold glyph's blob has open holes between its strokes, not closed ones
+    mask = holes.mask(box.shape, np.flatnonzero(inner | (letters & (width <= 2 * height))))
+    level = float(np.median(box[fill]))
+    if np.percentile(box[mask], 90) < level + REVERSED_CONTRAST:
+        return None
+    return mask
+
+
+def _beside_another(boxes: np.ndarray) -> float:
+    """The share of boxes (top, left, bottom, right) with another beside them: overlapping
+    by half the shorter one's height, less than the taller one's height apart."""
+    t, lf, b, r = boxes.T.astype(float)
+    height = b - t + 1
+    overlap = np.minimum(b[:, None], b[None, :]) - np.maximum(t[:, None], t[None, :]) + 1
+    apart = np.maximum(lf[:, None], lf[None, :]) - np.minimum(r[:, None], r[None, :])
+    beside = ((overlap >= 0.5 * np.minimum(height, height[:, None]))
+              & (apart <= np.maximum(height, height[:, None])))
+    np.fill_diagonal(beside, False)
+    return float(beside.any(axis=1).mean())
+
+
+def reverse_light_text(gray: np.ndarray, comps: Components, paper: float) -> np.ndarray | None:
+    """`gray` with every dark flat fill that holds light letters (reversed text) made paper
+    and its letters dark, the levels between mapped in proportion (anti-aliased edges stay
+    smooth), and the fill's outer edge, part paper, all paper; None when the page has none.
+    The blob is dense, big enough to hold letters, and flat (a photograph's dark patch is
+    not)."""
+    hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
+    wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
+    candidates = np.flatnonzero((comps.area >= 0.5 * hgt * wid) & (hgt > LETTER_MIN_HEIGHT + 2)
+                                & (wid >= 3 * LETTER_MIN_HEIGHT))
+    out = None
+    for label in candidates:
+        rows, cols = comps.pixels(int(label))
+        if _level(gray, rows, cols).mean() < 0.6:
+            continue
+        letters = _reversed_letters(gray, comps, int(label))
+        if letters is None:
+            continue
+        out = gray.copy() if out is None else out
+        top, left, bottom, right = (int(v) for v in comps.boxes[label])
+        y0, x0 = max(0, top - 2), max(0, left - 2)
+        y1, x1 = min(gray.shape[0], bottom + 3), min(gray.shape[1], right + 3)
+        region = out[y0:y1, x0:x1]  # the box and its edge, 2 pixels wide
+        fill = np.zeros(region.shape, dtype=bool)
+        fill[rows - y0, cols - x0] = True
+        text = np.zeros(region.shape, dtype=bool)
+        text[top - y0 : bottom + 1 - y0, left - x0 : right + 1 - x0] = letters
+        level = float(np.median(region[fill]))
+        light = float(np.percentile(region[text], 90))
+        share = np.clip((region - level) / max(1.0, light - level), 0.0, 1.0)
+        region[fill | text] = (paper * (1.0 - share))[fill | text]
+        region[near_ink(~fill & ~text, 2) & ~text] = paper  # the fill's edge: fill and paper
     return out
 
 
@@ -976,20 +1074,32 @@ def _phrases(used: np.ndarray, min_gap: float) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
+def _paper_level(gray: np.ndarray, ink: np.ndarray) -> float:
+    """The paper's grey level, to paint with: the median of what is not ink (every other
+    pixel, which is as good and a quarter of the work)."""
+    sample = (slice(None, None, 2), slice(None, None, 2))
+    return float(np.median(gray[sample][~ink[sample]])) if not ink[sample].all() else 255.0
+
+
 def analyse_page(image: Image.Image) -> PageLayout:
     """The page's layout: turned upright, cleared of rules and pictures, cut into blocks,
     and its lines found block by block."""
     gray = np.asarray(image.convert("L"), dtype=np.float32)
     ink = despeckle(ink_mask(gray))
     comps = components(ink)
+    paper = _paper_level(gray, ink)
+    # Reversed text first: until then a dark slide is one blob, which way up it is unknown.
+    reversed_text = reverse_light_text(gray, comps, paper)
+    if reversed_text is not None:
+        gray = reversed_text
+        ink = despeckle(ink_mask(gray))
+        comps = components(ink)
     turns = orientation(ink, comps)
     if turns:
         gray = np.ascontiguousarray(np.rot90(gray, turns))
         ink = np.ascontiguousarray(np.rot90(ink, turns))
         comps = components(ink)
     lh = line_height(ink)
-    sample = (slice(None, None, 2), slice(None, None, 2))  # a paper level to paint with, cheaply
-    paper = float(np.median(gray[sample][~ink[sample]])) if not ink[sample].all() else 255.0
     fills = flat_fills(gray, ink, lh, comps)
     if fills.any():  # painted as paper: the text on them is what is left of their ink
         gray = np.where(fills, np.float32(paper), gray)
