@@ -13,6 +13,7 @@ and the Markdown is assembled block by block in reading order.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, replace
 
@@ -39,6 +40,7 @@ class LineBox:
     kind: str = "text"
     block: int = 0  # the layout block (text region, table, figure) it belongs to, in reading order
     cell: tuple[int, int] | None = None  # (row, column) of a table cell
+    span: int = 1  # how many columns the cell covers, from its own (a heading over several)
 
     @property
     def ink_height(self) -> int:
@@ -370,20 +372,46 @@ def _goes_on(before: str, after: str) -> bool:
 
 
 def table_markdown(boxes: list[LineBox], texts: list[str]) -> str:
-    """A Markdown table from the lines read in a table's cells: a cell's lines joined with a
-    space, the first row as the header, columns empty in every row left out. A "|" read in a
-    cell is a rule's remnant, not text, and would split the cell."""
+    """A table from the lines read in a table's cells: a cell's lines joined with a space,
+    columns empty in every row left out. Markdown with the first row as the header, or HTML
+    where a heading spans columns, which Markdown cannot say. A "|" read in a cell is a
+    rule's remnant, not text, and would split the cell."""
     cells: dict[tuple[int, int], list[str]] = {}
+    spans: dict[tuple[int, int], int] = {}
     for b, t in zip(boxes, texts):
         t = " ".join(t.replace("|", " ").split())
         if b.cell is not None and t:
             cells.setdefault(b.cell, []).append(t)
+            spans[b.cell] = max(spans.get(b.cell, 1), b.span)
     if not cells:
         return ""
     rows = sorted({r for r, _ in cells})
     cols = sorted({c for _, c in cells})
-    lines = ["| " + " | ".join(" ".join(cells.get((r, c), [])) for c in cols) + " |" for r in rows]
+    text = {key: " ".join(lines) for key, lines in cells.items()}
+    if any(n > 1 for n in spans.values()):
+        return _table_html(rows, cols, text, spans)
+    lines = ["| " + " | ".join(text.get((r, c), "") for c in cols) + " |" for r in rows]
     return "\n".join([lines[0], "|" + " --- |" * len(cols)] + lines[1:])
+
+
+def _table_html(rows: list[int], cols: list[int], text: dict[tuple[int, int], str],
+                spans: dict[tuple[int, int], int]) -> str:
+    """An HTML table: rows up to the last one with a spanning heading are heading rows, and
+    a spanning cell covers the kept columns in its span."""
+    heading_rows = max(r for (r, _), n in spans.items() if n > 1)
+    out = ["<table>"]
+    for r in rows:
+        tag = "th" if r <= heading_rows else "td"
+        cells, covered = [], set()
+        for c in cols:
+            if c in covered:
+                continue
+            span = [k for k in cols if c <= k < c + spans.get((r, c), 1)]
+            covered.update(span)
+            attr = f' colspan="{len(span)}"' if len(span) > 1 else ""
+            cells.append(f"<{tag}{attr}>{html.escape(text.get((r, c), ''), quote=False)}</{tag}>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    return "\n".join(out + ["</table>"])
 
 
 _BROKEN_WORD = re.compile(r"[a-z\u00df-\u00ff]-$")  # a lower-case letter, then the line's hyphen

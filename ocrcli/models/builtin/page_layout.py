@@ -1048,18 +1048,40 @@ def _block_boxes(page: PageInk, blocks: list[Block], pictures: list[list[int]]) 
 
 def _heading_cells(page: PageInk, blk: Block, row: int, bi: int) -> list[LineBox]:
     """A spanning heading row's boxes: its line cut at wide spaces into phrases, each the
-    cell of the column under its middle (a heading over two columns is not cut in two)."""
+    cell of the column under its middle (a heading over two columns is not cut in two). A
+    row with nothing over the first column (the row labels) heads the columns: each phrase
+    spans the columns nearer to it than to any other ("Year ended", centred over three
+    columns of dates, heads all three)."""
     ya, yb = blk.rows[row]
-    out = []
+    cells = []
     for line in lines_in(page, (blk.x0, ya, blk.x1, yb)):
         used = page.ink[line.ink_top : line.ink_bottom + 1, line.x0 : line.x1 + 1].any(axis=0)
         pad = max(2, line.ink_height // 4)
         for a, b in _phrases(used, GUTTER_MIN_WIDTH * page.line_height):
             mid = line.x0 + (a + b) // 2
             col = next((c for c, (xa, xb) in enumerate(blk.cols) if xa <= mid < xb), len(blk.cols) - 1)
-            out.append(replace(line, x0=max(line.x0, line.x0 + a - pad),
-                               x1=min(line.x1, line.x0 + b - 1 + pad),
-                               kind="cell", block=bi, cell=(row, col)))
+            cells.append(replace(line, x0=max(line.x0, line.x0 + a - pad),
+                                 x1=min(line.x1, line.x0 + b - 1 + pad),
+                                 kind="cell", block=bi, cell=(row, col)))
+    if cells and min(c.x0 for c in cells) >= blk.cols[0][1]:
+        cells = _spread_over_columns(cells, blk.cols[1:], first=1)
+    return cells
+
+
+def _spread_over_columns(cells: list[LineBox], cols: list[tuple[int, int]], first: int
+                         ) -> list[LineBox]:
+    """Heading cells, each given the columns (numbered from `first`) nearer to it than to
+    any other heading: its first one, and how many."""
+    def distance(cell: LineBox, col: tuple[int, int]) -> int:
+        return max(0, col[0] - cell.x1, cell.x0 - col[1])
+
+    owner = [min(range(len(cells)), key=lambda k: (distance(cells[k], col), k)) for col in cols]
+    out = []
+    for k, cell in enumerate(cells):
+        mine = [first + c for c, o in enumerate(owner) if o == k]
+        if mine:
+            cell = replace(cell, cell=(cell.cell[0], mine[0]), span=len(mine))
+        out.append(cell)
     return out
 
 
