@@ -136,8 +136,8 @@ class PageFeed:
             for r in [r for r in self.queued if self.expired(r.key)]:
                 self.queued.remove(r)
                 self.finish(r.key, [], "timeout")
-        if not self.queued:
-            return None if self.stream.done else []
+        if not self.queued:  # a page still decoding may yet reread a region
+            return None if self.stream.done and not self.decoding else []
         batch, self.queued[:] = self.queued[:n], self.queued[n:]
         return batch
 
@@ -159,12 +159,25 @@ class PageFeed:
     def expired(self, key: tuple[int, int]) -> bool:
         return self.decoding[key[0]].expired()
 
+    def write_read(self) -> int:
+        """After decoding ended (an interrupt): the pages whose lines were all read once,
+        though rereads were still to come, written as read so far. Returns their number."""
+        ready = [page_id for page_id, page in self.decoding.items() if page.read_once]
+        for page_id in ready:
+            page = self.decoding.pop(page_id)
+            self.sink.write(page.image.ref, page.record(self.loaded, self.fingerprint,
+                                                        self.page_timeout))
+        return len(ready)
+
     def finish(self, key: tuple[int, int], tokens: list[int], status: str,
                stats: RequestStats | None = None, error: str | None = None) -> None:
-        """Request `key` ended; the page is written once it was its last."""
+        """Request `key` ended; the page is written once it was its last. Rereads of an
+        unsure region go first in the queue, so that their page is written soon."""
         page_id, index = key
         page = self.decoding[page_id]
-        page.add(index, self.loaded.tokenizer.decode(tokens) if tokens else "", status, stats, error)
+        rereads = page.add(index, self.loaded.tokenizer.decode(tokens) if tokens else "",
+                           status, stats, error)
+        self.queued[:0] = rereads
         if page.finished:
             del self.decoding[page_id]
             self.sink.write(page.image.ref, page.record(self.loaded, self.fingerprint,
@@ -204,6 +217,10 @@ class Converter:
                 expired = feed.expired if s.page_timeout is not None else None
                 for result in engine.run(feed.fetch, expired):
                     feed.finish(result.key, result.tokens, result.status, result.stats, result.error)
+                unfinished = feed.write_read()
+                if unfinished and not interrupt.requested:  # rereads the engine never got
+                    raise RuntimeError(f"decoding ended before the rereads of {unfinished} "
+                                       "pages (written as read once)")
             interrupted = interrupt.requested
         except KeyboardInterrupt:
             interrupted = True

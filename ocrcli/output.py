@@ -55,6 +55,7 @@ class PageRecord:
     fingerprint: str = ""
     tokens: int = 0
     requests: int = 0
+    rereads: int = 0  # requests that read an unsure region again from other crops
     verify_steps: int = 0
     mean_accepted: float = 0.0
     accepted_histogram: dict[str, int] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ocrcli.errors import one_line
@@ -60,7 +60,7 @@ def start_page(image: PageImage, key: object, loaded: LoadedModel, max_new_token
     # What rendering took counts against the page's time.
     deadline = None if page_timeout is None else \
         time.perf_counter() + page_timeout - image.render_seconds
-    page = PageAssembly.start(image, requests, deadline)
+    page = PageAssembly.start(image, requests, deadline, key)
     return page if requests else page.record(loaded, fp)
 
 
@@ -72,7 +72,11 @@ def write_record(tree: OutputTree, rel: str, record: PageRecord, formats: Collec
 
 @dataclass
 class PageAssembly:
-    """One page's requests while they decode; a record once every request has ended."""
+    """One page's requests while they decode; a record once every request has ended.
+
+    A request the model read with too little confidence (`DecodeRequest.reread_below`) is read
+    again from its `alternates`: `add` returns those requests, appended to the page's, and the
+    page keeps, of each region's readings, the likeliest one that ended ok."""
 
     image: PageImage
     requests: list[DecodeRequest]
@@ -85,39 +89,90 @@ class PageAssembly:
     hist: Counter = field(default_factory=Counter)
     drafted_by: Counter = field(default_factory=Counter)  # per drafter: drafts verified
     accepted_by: Counter = field(default_factory=Counter)  # per drafter: drafts accepted
-    logprob_sum: float = 0.0
-    logprob_tokens: int = 0
+    # per request: the sum of its tokens' log-probabilities, and their number
+    logprobs: list[tuple[float, int]] = field(default_factory=list)
+    alternate_of: dict[int, int] = field(default_factory=dict)  # reread request -> the one it rereads
+    key: object = None  # the page's part of its requests' keys, `(key, index)`
     out_of_positions: int = 0  # truncated requests that the model's positions ended before their cap
 
     @classmethod
     def start(cls, image: PageImage, requests: list[DecodeRequest],
-              deadline: float | None = None) -> PageAssembly:
-        return cls(image, requests, [None] * len(requests), ["ok"] * len(requests), deadline)
+              deadline: float | None = None, key: object = None) -> PageAssembly:
+        n = len(requests)
+        return cls(image, list(requests), [None] * n, ["ok"] * n, deadline,
+                   logprobs=[(0.0, 0)] * n, key=key)
 
-    def add(self, index: int, text: str, status: str, stats=None, error: str | None = None) -> None:
-        """Request `index` ended with `status`; `stats` (DecodeStats) is None when it never ran."""
+    def add(self, index: int, text: str, status: str, stats=None,
+            error: str | None = None) -> list[DecodeRequest]:
+        """Request `index` ended with `status`; `stats` (DecodeStats) is None when it never ran.
+        Returns the requests that read its region again, now the page's too (often none)."""
         self.texts[index] = text
         self.statuses[index] = status
         if error:
             self.errors.append(error)
-        if stats is not None:
+        if stats is None:
+            return []
+        self._count(index, status, stats)
+        return self._rereads(index)
+
+    def _count(self, index: int, status: str, stats) -> None:
+        if index not in self.alternate_of:  # a reread's stop is not the page's
             if status == "truncated" and stats.tokens < self.requests[index].max_new_tokens:
                 self.out_of_positions += 1
-            self.tokens += stats.tokens
-            self.verify_steps += stats.verify_steps
-            self.hist.update(stats.accepted_hist)
-            self.drafted_by.update(stats.drafted_by)
-            self.accepted_by.update(stats.accepted_by)
-            self.logprob_sum += stats.logprob_sum
-            self.logprob_tokens += stats.logprob_tokens
+        self.tokens += stats.tokens
+        self.verify_steps += stats.verify_steps
+        self.hist.update(stats.accepted_hist)
+        self.drafted_by.update(stats.drafted_by)
+        self.accepted_by.update(stats.accepted_by)
+        self.logprobs[index] = (stats.logprob_sum, stats.logprob_tokens)
+
+    def _rereads(self, index: int) -> list[DecodeRequest]:
+        """The alternates of request `index`, as requests of this page, when its reading ended
+        ok with a mean log-probability under the request's `reread_below`."""
+        request = self.requests[index]
+        mean = _mean(*self.logprobs[index])
+        if not request.alternates or self.statuses[index] != "ok" or mean is None \
+                or mean >= request.reread_below:
+            return []
+        more = []
+        for visual in request.alternates:
+            j = len(self.requests)
+            more.append(replace(request, key=(self.key, j), visual=visual, alternates=()))
+            self.requests.append(more[-1])
+            self.texts.append(None)
+            self.statuses.append("ok")
+            self.logprobs.append((0.0, 0))
+            self.alternate_of[j] = index
+        return more
+
+    def _chosen(self) -> list[int]:
+        """Per region (request not a reread), the request whose reading the page keeps: the
+        likeliest of those that ended ok, the first reading where none did better."""
+        best = list(range(len(self.requests)))
+        for j, i in self.alternate_of.items():
+            mean, kept = _mean(*self.logprobs[j]), _mean(*self.logprobs[best[i]])
+            if self.statuses[j] == "ok" and mean is not None and kept is not None and mean > kept:
+                best[i] = j
+        return [best[i] for i in range(len(self.requests)) if i not in self.alternate_of]
 
     @property
     def finished(self) -> bool:
         return all(t is not None for t in self.texts)
 
     @property
+    def read_once(self) -> bool:
+        """Every region has its first reading (rereads may be to come)."""
+        return all(t is not None for j, t in enumerate(self.texts) if j not in self.alternate_of)
+
+    @property
     def status(self) -> str:
-        return max(self.statuses, key=STATUS_RANK.__getitem__) if self.statuses else "ok"
+        """The worst status of the page's regions' first readings (a reread that did not end
+        ok is not kept, and costs the page nothing)."""
+        firsts = self._first_statuses()
+        return max(firsts, key=STATUS_RANK.__getitem__) if firsts else "ok"
+
+    def _first_statuses(self) -> list[str]:
+        return [s for j, s in enumerate(self.statuses) if j not in self.alternate_of]
 
     def expired(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -131,14 +186,16 @@ class PageAssembly:
         if status not in CONVERTED:
             error = self.errors[0] if self.errors else "decoding failed"
             return failed_record(self.image, status, error, loaded.model_id, fp)
-        text = loaded.adapter.assemble(self.requests, [t or "" for t in self.texts])
+        chosen = self._chosen()
+        text = loaded.adapter.assemble([self.requests[j] for j in chosen],
+                                       [self.texts[j] or "" for j in chosen])
         quality = quality_flags(text)
         status, reason, note = self.verdict(text, quality, loaded.model.spec.min_mean_logprob)
         w, h = self.image.image.size
         return PageRecord(
             source=path_text(self.image.ref.path), page=self.image.ref.page, status=status, text=text,
             error=reason, note=note, width=w, height=h, dpi=round(self.image.dpi, 2), model=loaded.model_id,
-            fingerprint=fp, tokens=self.tokens, requests=len(self.requests),
+            fingerprint=fp, tokens=self.tokens, requests=len(chosen), rereads=len(self.alternate_of),
             verify_steps=self.verify_steps,
             mean_accepted=round(self.tokens / self.verify_steps, 3) if self.verify_steps else 0.0,
             accepted_histogram={str(k): v for k, v in sorted(self.hist.items())},
@@ -148,7 +205,10 @@ class PageAssembly:
 
     @property
     def mean_logprob(self) -> float | None:
-        return round(self.logprob_sum / self.logprob_tokens, 4) if self.logprob_tokens else None
+        """Per decoded token of the readings the page keeps."""
+        kept = [self.logprobs[j] for j in self._chosen()]
+        mean = _mean(sum(s for s, _ in kept), sum(n for _, n in kept))
+        return None if mean is None else round(mean, 4)
 
     def verdict(self, text: str, quality: dict[str, float], min_mean_logprob: float
                 ) -> tuple[str, str | None, str | None]:
@@ -159,11 +219,16 @@ class PageAssembly:
         status, note = self.status, None
         if status != "ok":
             cap = max((r.max_new_tokens for r in self.requests), default=0)
-            reason = request_reason(self.statuses, cap, self.out_of_positions)
-            if stopped_share(self.statuses) > MAX_STOPPED_SHARE:
+            firsts = self._first_statuses()
+            reason = request_reason(firsts, cap, self.out_of_positions)
+            if stopped_share(firsts) > MAX_STOPPED_SHARE:
                 return status, reason, None
             note = reason
         evidence = PageEvidence(text, self.image.ink, self.image.text_layer_chars,
                                 self.mean_logprob, quality.get("repetition", 1.0), min_mean_logprob)
         reason = doubt(evidence)
         return ("degenerate", reason, note) if reason else ("ok", None, note)
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None

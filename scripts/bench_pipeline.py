@@ -46,6 +46,7 @@ import torch
 from ocrcli.convert import Converter
 from ocrcli.inputs import PageRef
 from ocrcli.model_setup import load_for_run, make_engine, max_new_tokens
+from ocrcli.pages import PageAssembly
 from ocrcli.progress import Reporter
 from ocrcli.render import RenderSettings, render_page
 from ocrcli.settings import ConvertSettings, decode_threads
@@ -114,18 +115,15 @@ class DecodeOnly:
 
     def run(self, pages: int) -> tuple[float, int, dict[int, str]]:
         """Seconds from the start of decoding to the last page assembled, pages finished,
-        and each page's text (pages 1..`pages`)."""
+        and each page's text (pages 1..`pages`). Pages are assembled as the converter does
+        (`pages.PageAssembly`), unsure regions read again included."""
         torch.set_num_threads(threads(self.s))
         engine = make_engine(self.loaded, self.s, self.max_new)
         laid_out = None if self.layout_on_clock else [self.layout(i) for i in range(pages)]
-        requests: dict[int, list] = {}
-        outputs: dict[int, list[str | None]] = {}
+        decoding: dict[int, PageAssembly] = {}
         texts: dict[int, str] = {}
         queued: list = []
         next_page = 0
-
-        def finish_page(i: int) -> None:
-            texts[i + 1] = self.loaded.adapter.assemble(requests.pop(i), outputs.pop(i))
 
         def fetch(n: int, block: bool):
             nonlocal next_page
@@ -134,22 +132,24 @@ class DecodeOnly:
                 reqs = self.layout(i) if laid_out is None else laid_out[i]
                 for j, r in enumerate(reqs):
                     r.key = (i, j)
-                requests[i], outputs[i] = reqs, [None] * len(reqs)
                 if reqs:
+                    decoding[i] = PageAssembly.start(self.images[i], reqs, key=i)
                     queued.extend(reqs)
                 else:  # a blank page: nothing to decode
-                    finish_page(i)
+                    texts[i + 1] = ""
             if not queued:
-                return None
+                return [] if decoding else None
             batch, queued[:] = queued[:n], queued[n:]
             return batch
 
         t0 = time.perf_counter()
         for result in engine.run(fetch):
             i, j = result.key
-            outputs[i][j] = self.loaded.tokenizer.decode(result.tokens) if result.tokens else ""
-            if all(t is not None for t in outputs[i]):
-                finish_page(i)
+            page = decoding[i]
+            queued[:0] = page.add(j, self.loaded.tokenizer.decode(result.tokens) if result.tokens
+                                  else "", result.status, result.stats, result.error)
+            if page.finished:
+                texts[i + 1] = decoding.pop(i).record(self.loaded, "").text
         return time.perf_counter() - t0, len(texts), texts
 
 

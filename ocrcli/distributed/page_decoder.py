@@ -13,7 +13,7 @@ from __future__ import annotations
 from ocrcli.engine.scheduler import list_source
 from ocrcli.fingerprint import loaded_fingerprint
 from ocrcli.model_setup import make_engine, max_new_tokens
-from ocrcli.models.base import LoadedModel
+from ocrcli.models.base import DecodeRequest, LoadedModel
 from ocrcli.output import PageRecord
 from ocrcli.pages import PageAssembly, start_page
 from ocrcli.render import PageImage
@@ -41,12 +41,15 @@ class PageDecoder:
             else:
                 decoding[i] = page
         requests = [r for page in decoding.values() for r in page.requests]
-        for result in self.engine.run(list_source(requests)):
-            i, j = result.key
-            page = decoding[i]
-            page.add(j, loaded.tokenizer.decode(result.tokens) if result.tokens else "",
-                     result.status, result.stats, result.error)
-            if page.finished:
-                records[i] = decoding.pop(i).record(loaded, fp)
+        while requests:  # then the rereads of unsure regions, until there are none
+            rereads: list[DecodeRequest] = []
+            for result in self.engine.run(list_source(requests)):
+                i, j = result.key
+                page = decoding[i]
+                rereads += page.add(j, loaded.tokenizer.decode(result.tokens) if result.tokens
+                                    else "", result.status, result.stats, result.error)
+                if page.finished:
+                    records[i] = decoding.pop(i).record(loaded, fp)
+            requests = rereads
         assert not decoding, "the engine ended before every request did"
         return records  # type: ignore[return-value]  # every slot is filled above

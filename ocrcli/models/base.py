@@ -33,6 +33,12 @@ class DecodeRequest:
     # tokens): a source of drafts (engine/text_draft.py). None: the page has no text layer.
     # Verification keeps the output greedy's, so a wrong text only costs speed.
     draft_text: list[int] | None = None
+    # Other views of the same region (visual inputs like `visual`), read only when this
+    # request's reading has a mean log-probability per token under `reread_below`; the page
+    # keeps the likeliest of the readings (pages.PageAssembly). Each reading is the model's
+    # own greedy one, so the choice is the same with or without speculative decoding.
+    alternates: tuple[Any, ...] = ()
+    reread_below: float = float("-inf")
 
 
 @dataclass

@@ -14,10 +14,12 @@ from PIL import Image
 from ocrcli.errors import ModelLoadError, one_line
 from ocrcli.models.base import DecodeRequest, GuardConfig, LoadedModel
 from ocrcli.models.builtin.layout import (
+    REREAD_BELOW,
     LineBox,
     assemble_markdown,
     line_tensor_array,
     split_wide,
+    taller_crops,
 )
 from ocrcli.models.builtin.page_layout import (
     LAYOUT_DPI,
@@ -50,6 +52,7 @@ class LinePageAdapter:
 
     piece_width: int = 0
     tokenizer: CharTokenizer | None = None  # for the pieces' draft text (None: no drafts)
+    reread_below: float = REREAD_BELOW  # a piece read less surely is read again (layout.taller_crops)
     prepares_in_worker = True  # stateless numpy/PIL work: the render workers can do it
 
     def page_requests(self, image: Image.Image, max_new_tokens: int,
@@ -61,7 +64,10 @@ class LinePageAdapter:
         if layout.turns:  # the layer's boxes are those of the page as it came, not turned
             layer = None
         return [DecodeRequest(None, [BOS_ID], line_tensor_array(gray, piece), cap,
-                              meta=LinePlace(i, boxes), draft_text=self.draft_text(layer, piece))
+                              meta=LinePlace(i, boxes), draft_text=self.draft_text(layer, piece),
+                              alternates=tuple(line_tensor_array(gray, b)
+                                               for b in taller_crops(piece, gray.height)),
+                              reread_below=self.reread_below)
                 for i, box in enumerate(read) if box.readable
                 for piece in split_wide(gray, box, self.piece_width)]
 

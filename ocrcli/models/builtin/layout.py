@@ -307,6 +307,23 @@ def narrow_wide_gaps(arr: np.ndarray, widest: int = WIDE_GAP) -> np.ndarray:
     return out
 
 
+# A piece the reader read with a mean log-probability per token under REREAD_BELOW is read
+# again from crops with more paper above and below it, these shares of its height on each
+# side, and the likeliest reading is kept. Its own crop is cut close to the lines next to it;
+# on a page set tighter or looser than the training pages, another margin is often read
+# with more confidence, and right.
+REREAD_BELOW = -0.05
+REREAD_MARGINS = (1 / 8, 1 / 4)
+
+
+def taller_crops(box: LineBox, page_height: int) -> list[LineBox]:
+    """`box` with each of REREAD_MARGINS of its height added above and below it, inside the
+    page."""
+    h = box.y1 - box.y0 + 1
+    return [replace(box, y0=max(0, box.y0 - round(m * h)), y1=min(page_height - 1, box.y1 + round(m * h)))
+            for m in REREAD_MARGINS]
+
+
 def line_tensor_array(image: Image.Image, box: LineBox) -> np.ndarray:
     """A crop normalised for the recogniser: float32 [32, W], ink = 1, paper = 0, W % 8 == 0.
     Wide gaps between words are narrowed (`narrow_wide_gaps`), except in a shaded line
