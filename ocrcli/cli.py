@@ -47,6 +47,7 @@ from ocrcli.cli_options import (
     RayLog,
     RayOut,
     RenderWorkers,
+    Rereads,
     Resume,
     Retry,
     Shard,
@@ -203,6 +204,7 @@ def convert(
     log: ConvertLog = "auto",
     quiet: Quiet = False,
     cuda_graphs: CudaGraphs = True,
+    rereads: Rereads = True,
 ) -> None:
     """Convert documents to Markdown (and JSON) per page."""
     from ocrcli.inputs import parse_pages, parse_shard
@@ -226,7 +228,7 @@ def convert(
             max_new_tokens=max_new_tokens, prompt=prompt, resume=resume,
             render_workers=render_workers, password=password, shard=parse_shard(shard),
             log=mode, quiet=quiet, page_timeout=page_timeout, mode=image_mode,
-            cuda_graphs=cuda_graphs, accept=_statuses(accept, "--accept"),
+            cuda_graphs=cuda_graphs, rereads=rereads, accept=_statuses(accept, "--accept"),
             retry=_statuses(retry, "--retry"))
         if to_stdout and summary == "-":
             raise UsageError("-o - and --summary - would both print to stdout; give --summary a file")

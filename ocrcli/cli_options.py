@@ -197,6 +197,11 @@ CudaGraphs = Annotated[bool, typer.Option(
     "--cuda-graphs/--no-cuda-graphs", rich_help_panel=DECODING,
     help="On CUDA, compile each decode step and replay it as a CUDA graph.")]
 
+Rereads = Annotated[bool, typer.Option(
+    "--rereads/--no-rereads", rich_help_panel=DECODING,
+    help="Built-in model: read a line piece it is unsure of again from taller crops and keep "
+         "the likelier reading (slower on hard pages).")]
+
 # Options of `ray-convert` alone.
 RayOut = Annotated[Path, typer.Option(
     "-o", "--out", metavar="DIR", rich_help_panel=OUTPUT,

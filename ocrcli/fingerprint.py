@@ -20,6 +20,8 @@ def fingerprint(identity: ModelIdentity, image_mode: str | None, s: ConvertSetti
     """What can change a page's output. Draft settings cannot, so they are left out."""
     key = {"model": identity.model_id, "weights": identity.weights_hash, "prompt": s.prompt or "",
            "dpi": s.dpi, "max_pixels": s.max_pixels, "max_new_tokens": max_new}
+    if not s.rereads:  # only when off, so that fingerprints of runs with rereads stay
+        key["rereads"] = False
     if image_mode is not None:  # full-page models only, so the built-in's fingerprints stay
         key["mode"] = image_mode
     return hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

@@ -26,12 +26,15 @@ def load_for_run(s: ConvertSettings, device: str) -> LoadedModel:
     # Anything else is a bug in ocrcli: it is reported as one (exit 15), not as exit 3.
     device_errors = (torch.OutOfMemoryError, getattr(torch, "AcceleratorError", OSError))
     try:
-        return load_model(s.model, resolve_device(device), s.mode, s.prompt)
+        loaded = load_model(s.model, resolve_device(device), s.mode, s.prompt)
     except device_errors as exc:
         raise ModelLoadError(f"cannot load --model {s.model} onto the device: "
                              f"{type(exc).__name__}: {one_line(exc)}") from None
     except OSError as exc:  # its files cannot be read (permissions, I/O errors)
         raise ModelLoadError(f"cannot load --model {s.model}: {one_line(exc)}") from None
+    if not s.rereads and hasattr(loaded.adapter, "reread_below"):  # models that reread
+        loaded.adapter.reread_below = float("-inf")
+    return loaded
 
 
 def max_new_tokens(s: ConvertSettings, model_default: int) -> int:

@@ -41,6 +41,7 @@ class ConvertSettings:
     threads: int | None = None  # torch threads; None: `decode_threads`
     mode: str | None = None  # image mode of a full-page model (--mode); None: its default
     cuda_graphs: bool = True  # on CUDA, compile each decode step whole and replay it as a graph
+    rereads: bool = True  # the built-in model reads an unsure line piece again (--no-rereads: off)
     accept: frozenset[str] = frozenset()  # flagged statuses that still exit 0 (--accept)
     retry: frozenset[str] = frozenset()  # done statuses a resumed run converts again (--retry)
     # Injected faults (tests only): read from the environment once, as the run's settings are

@@ -85,11 +85,16 @@ def test_pages_read_again_everywhere_are_the_same_with_and_without_drafts(loaded
         assert spec.mean_logprob >= once.mean_logprob  # each region keeps its likeliest reading
 
 
-def test_a_page_is_written_after_its_rereads(tmp_path):
+def test_a_page_is_written_after_its_rereads_and_no_rereads_turns_them_off(tmp_path):
     # The scanned invoice has unsure pieces; the last of them end after every first reading,
     # when the converter has no other page to give the engine.
-    done = run_cli("convert", str(SAMPLES / "scanned-invoice.pdf"), "-o", str(tmp_path / "out"),
-                   "--quiet")
-    assert done.returncode == 0, done.stderr
-    record = json.loads((tmp_path / "out" / "scanned-invoice.pdf" / "page-0001.json").read_text())
-    assert record["status"] == "ok" and record["rereads"] > 0
+    records = {}
+    for flag in ("--rereads", "--no-rereads"):
+        done = run_cli("convert", str(SAMPLES / "scanned-invoice.pdf"), "-o",
+                       str(tmp_path / flag), "--quiet", flag)
+        assert done.returncode == 0, done.stderr
+        page = tmp_path / flag / "scanned-invoice.pdf" / "page-0001.json"
+        records[flag] = json.loads(page.read_text())
+    on, off = records["--rereads"], records["--no-rereads"]
+    assert on["status"] == "ok" and on["rereads"] > 0 and off["rereads"] == 0
+    assert on["requests"] == off["requests"] and on["fingerprint"] != off["fingerprint"]
