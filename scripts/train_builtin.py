@@ -53,6 +53,9 @@ def main() -> None:
     ap.add_argument("--fine", type=float, default=0.0,
                     help="share of training pages typeset at twice their size and read as the "
                          "converter reads a 288 dpi render (0 to 1)")
+    ap.add_argument("--hand", type=float, default=0.0,
+                    help="share of training pages set in handwriting faces, in pen ink and on "
+                         "plain or ruled paper (0 to 1)")
     ap.add_argument("--export", type=Path, help="write the final model into this folder")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=float, default=5.0, help="minutes of training between evaluations")
@@ -65,7 +68,8 @@ def main() -> None:
     curriculum = not args.fixed_weights
     lo, hi = (int(v) for v in args.sizes.split(","))
     data = {"sizes": (lo, hi), "scan": args.scan, "rows": args.rows,
-            "light": args.light, "geometric": args.geometric, "spaces": args.spaces, "fine": args.fine}
+            "light": args.light, "geometric": args.geometric, "spaces": args.spaces, "fine": args.fine,
+            "hand": args.hand}
     if args.init is None:
         trainer.run_stage(StageConfig("main", args.main_minutes, lr=args.main_lr,
                                       warmup_steps=100 if args.warm_start else 300,

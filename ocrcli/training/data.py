@@ -112,7 +112,7 @@ class LineBatches(torch.utils.data.IterableDataset):
                  heldout_fonts: bool = False, sizes: tuple[int, int] = (16, 32), pool: int = 16,
                  piece_width: int = PIECE_WIDTH, scan: float = 0.0, rows: float = 0.0,
                  light: float = 0.0, geometric: float = 0.0, spaces: float = 0.0,
-                 fine: float = 0.0):
+                 fine: float = 0.0, hand: float = 0.0):
         self.seed, self.start, self.batch_size = seed, start, batch_size
         self.scan = scan  # share of pages with heavier scanner damage (`synth.scan_degrade`)
         self.rows = rows  # chance of a symbol row before each block (`synth.make_page`)
@@ -120,6 +120,7 @@ class LineBatches(torch.utils.data.IterableDataset):
         self.geometric = geometric  # share of pages set in geometric (Futura-like) sans faces
         self.spaces = spaces  # share of pages with justified or tight word spaces
         self.fine = fine  # share of pages typeset at twice their size (read as 288 dpi renders)
+        self.hand = hand  # share of pages set in handwriting faces, in pen ink, on ruled paper
         self.piece_width = piece_width
         self.split, self.heldout_fonts, self.sizes, self.pool = split, heldout_fonts, sizes, pool
 
@@ -131,7 +132,7 @@ class LineBatches(torch.utils.data.IterableDataset):
                                          self.heldout_fonts, self.sizes, scan=self.scan,
                                          rows=self.rows, light=self.light,
                                          geometric=self.geometric, spaces=self.spaces,
-                                         fine=self.fine),
+                                         fine=self.fine, hand=self.hand),
                                self.piece_width)
             page += 1
             if lines:

@@ -75,6 +75,23 @@ GEOMETRIC_FONTS = {"sans": ["LeagueSpartan-Light.otf", "LeagueSpartan-Regular.ot
                             "BetecknaGS-Italic.ttf", "eurof35.ttf", "eurof55.ttf"],
                    "bold": ["LeagueSpartan-SemiBold.otf", "LeagueSpartan-Bold.otf",
                             "Comfortaa-Bold.ttf", "BetecknaGS-Bold.ttf", "eurof75.ttf"]}
+# Handwriting and informal faces, as on notes, forms filled in by hand and whiteboards, set on
+# a share of training pages (`make_page(hand=...)`) in pale or coloured ink (blue, red and
+# green pens are mid greys in the reader's greyscale), on plain or ruled paper. Code blocks keep
+# their monospaced face. Femkeklaver (outlined letters) and Kristi (a cursive of hairlines)
+# stay out.
+HAND_FONTS = {"serif": ["dkg.ttf", "dkgIt.ttf", "Breip.ttf", "KleeOne-Regular.ttf",
+                        "Ecolier-court.ttf", "DancingScript-Regular.otf"],
+              "sans": ["dkg.ttf", "ComicNeue-Regular.otf", "ComicNeue-Italic.otf",
+                       "ComicNeue-Light.otf", "KleeOne-Regular.ttf", "Breip.ttf"],
+              "bold": ["dkgBd.ttf", "ComicNeue-Bold.otf", "KleeOne-SemiBold.ttf",
+                       "DancingScript-Bold.otf"]}
+# Faces whose lower case is drawn as capitals (marker lettering): their pages are set in
+# capitals, so that the text and the page agree.
+CAPS_HAND_FONTS = {role: ["Humor-Sans.ttf", "BecauseWeBuild-Regular.otf",
+                          "BecauseWeConnect-Regular.otf", "BecauseWeCreate-Regular.otf",
+                          "BecauseWeLearn-Regular.otf", "BecauseWeMentor-Regular.otf"]
+                   for role in ("serif", "sans", "bold")}
 
 
 @lru_cache(maxsize=1)
@@ -188,6 +205,8 @@ class PageStyle:
     # (a caption set close); "justified" stretches each line but a paragraph's last to the
     # full measure.
     word_space: float | str = 1.0
+    caps: bool = False  # the page is set in capitals (CAPS_HAND_FONTS)
+    rule_shade: int = 0  # ruled paper: the grey of its rules, one per line pitch; 0: none
 
 
 def _style(rng: random.Random, fonts: dict[str, list[Path]], sizes: tuple[int, int],
@@ -244,6 +263,8 @@ class _Typesetter:
         self.rng = rng
         self.image = Image.new("L", (style.width, style.height), style.paper)
         self.draw = ImageDraw.Draw(self.image)
+        if style.rule_shade:
+            self._rule_paper()
         self.y = style.margin
         self.lines: list[TypesetLine] = []
         self.blocks: list[str] = []
@@ -251,7 +272,17 @@ class _Typesetter:
 
     def fit(self, text: str) -> str:
         """`text` with the characters the page's fonts cannot draw replaced."""
-        return text.translate(self.stand_ins)
+        return (text.upper() if self.s.caps else text).translate(self.stand_ins)
+
+    def _rule_paper(self) -> None:
+        """Faint rules under the body lines' baselines, edge to edge, as on a notepad; paler
+        than anything the layout step counts as ink, they cross the descenders."""
+        pitch = int(self.s.body_size * self.s.spacing)
+        y = self.s.margin + int(self.s.body_size * self.rng.uniform(0.8, 1.0))
+        while y < self.s.height:
+            self.draw.line((0, y, self.s.width, y), fill=self.s.rule_shade,
+                           width=self.rng.randint(1, 2))
+            y += pitch
 
     @property
     def text_width(self) -> int:
@@ -516,6 +547,22 @@ def _swap_faces(style: PageStyle, faces: dict[str, list[str]], share: float,
                 style.fonts[role] = rng.choice(paths)
 
 
+def _hand_style(style: PageStyle, share: float, rng: random.Random) -> None:
+    """On a `share` of pages: handwriting faces (a third of them capitals only) for every role
+    but code, pen ink from black to mid grey and, on half of them, ruled paper."""
+    if not share or rng.random() >= share:
+        return
+    caps = rng.random() < 0.35
+    before = dict(style.fonts)
+    _swap_faces(style, CAPS_HAND_FONTS if caps else HAND_FONTS, 1.0, rng)
+    if style.fonts == before:
+        return  # none of the faces is installed
+    style.caps = caps
+    style.ink = rng.randint(0, 130)
+    if rng.random() < 0.5:
+        style.rule_shade = style.paper - rng.randint(20, 50)
+
+
 def make_page(
     seed: int,
     sources: TextSources,
@@ -529,12 +576,14 @@ def make_page(
     spaces: float = 0.0,
     scale: int = 1,
     fine: float = 0.0,
+    hand: float = 0.0,
 ) -> SynthPage:
     """A typeset page and its exact Markdown. Same seed, same page. `scan` is the share of
     pages that also get `scan_degrade`; `rows` the chance, before each block, of a
     `symbol_row` line; `light` the share of pages whose sans face is one of `LIGHT_FONTS`,
     `geometric` of those set in `GEOMETRIC_FONTS`; `spaces` of those whose paragraphs are
-    justified or set with tight word spaces. Each draws from a generator of its own, so
+    justified or set with tight word spaces; `hand` of those in handwriting faces (`HAND_FONTS`,
+    `CAPS_HAND_FONTS`). Each draws from a generator of its own, so
     that the pages made without them stay as they were. `scale` typesets the same page that
     many times as large, as a PDF page rendered at that multiple of the dpi; `fine` is the
     share of pages typeset at twice their scale (the built-in model's 288 dpi renders)."""
@@ -547,6 +596,7 @@ def make_page(
     style = _style(rng, fonts, sizes, scale)
     _swap_faces(style, LIGHT_FONTS, light, random.Random(seed ^ 0x11A7))
     _swap_faces(style, GEOMETRIC_FONTS, geometric, random.Random(seed ^ 0x6E0F))
+    _hand_style(style, hand, random.Random(seed ^ 0x4A4D))
     space_rng = random.Random(seed ^ 0x5BAC)
     if spaces and space_rng.random() < spaces:
         style.word_space = "justified" if space_rng.random() < 0.5 else space_rng.uniform(0.4, 0.8)

@@ -43,6 +43,7 @@ class StageConfig:
     geometric: float = 0.0  # share of training pages set in geometric (Futura-like) sans faces
     spaces: float = 0.0  # share of training pages with justified or tight word spaces
     fine: float = 0.0  # share of training pages typeset at twice their size (288 dpi renders)
+    hand: float = 0.0  # share of training pages set in handwriting faces, in pen ink
 
 
 def lr_at(cfg: StageConfig, step: int, elapsed_s: float) -> float:
@@ -143,7 +144,7 @@ class Trainer:
             LineBatches(cfg.seed + (7 if head else 0), start=step * 3, batch_size=cfg.batch_size,
                         sizes=cfg.sizes, piece_width=self.cfg.piece_width, scan=cfg.scan,
                         rows=cfg.rows, light=cfg.light, geometric=cfg.geometric,
-                        spaces=cfg.spaces, fine=cfg.fine),
+                        spaces=cfg.spaces, fine=cfg.fine, hand=cfg.hand),
             batch_size=None, num_workers=1, prefetch_factor=4, persistent_workers=False)
         last_eval = last_ckpt = elapsed
         t0, elapsed0 = time.time(), elapsed
