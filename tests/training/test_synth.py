@@ -8,6 +8,7 @@ from ocrcli.models.builtin.layout import PIECE_WIDTH, segment_lines, split_wide
 from ocrcli.training.data import page_lines, piece_texts
 from ocrcli.training.synth import (
     GEOMETRIC_FONTS,
+    HAND_FONTS,
     LIGHT_FONTS,
     PageStyle,
     TypesetLine,
@@ -158,7 +159,9 @@ def test_symbol_rows_and_extra_faces_leave_other_pages_as_they_were():
         plain = make_page(seed, src).image.tobytes()
         assert plain == make_page(seed, src, rows=0.0, light=0.0, geometric=0.0,
                                   spaces=0.0).image.tobytes()
-        for share, faces in (("light", LIGHT_FONTS), ("geometric", GEOMETRIC_FONTS)):
+        assert plain == make_page(seed, src, hand=0.0).image.tobytes()
+        for share, faces in (("light", LIGHT_FONTS), ("geometric", GEOMETRIC_FONTS),
+                             ("hand", HAND_FONTS)):
             if any(name in _font_index() for name in faces["sans"]):
                 assert plain != make_page(seed, src, **{share: 1.0}).image.tobytes()
     rows = [line.text for seed in range(3) for line in make_page(seed, src, rows=1.0).lines
@@ -192,3 +195,21 @@ def test_a_run_of_one_symbol_is_cut_into_pieces_that_join_back_without_a_space()
     texts = piece_texts(page.lines[-1], pieces)
     assert len(pieces) >= 3 and texts is not None
     assert "".join(texts) == "*" * 60 and all(set(t) == {"*"} for t in texts)
+
+
+def test_capitals_only_faces_set_the_text_in_capitals_and_ruled_paper_is_not_ink():
+    fonts = {role: paths[0] for role, paths in available_fonts().items()}
+    style = PageStyle(width=700, height=600, margin=40, body_size=22, spacing=1.5, fonts=fonts,
+                      ink=90, paper=245, caps=True, rule_shade=205)
+    ts = _Typesetter(style, random.Random(0))
+    assert ts.heading("Data mixes", 1)
+    assert ts.paragraph("The stack, whatever we scraped: ~85% source code and 10% code text, "
+                        "with the rest from the web.")
+    assert ts.blocks[0] == "# DATA MIXES"
+    assert all(line.text == line.text.upper() for line in ts.lines)
+    gray = np.asarray(ts.image)
+    ruled_rows = int(((gray == 205).mean(axis=1) > 0.5).sum())
+    assert ruled_rows >= 10  # rules run edge to edge down the page
+    # Paler than ink, the rules neither make lines of their own nor join the text's.
+    boxes = [b for b in segment_lines(ts.image) if not b.rule]
+    assert len(boxes) == len(ts.lines)
