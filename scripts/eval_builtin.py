@@ -10,6 +10,9 @@ Sets (whole pages, CER and WER after normalising whitespace):
   (FreeFont, C059, P052, URW Bookman/Gothic) at 14-15 px (small print, in training since the
   warm-started reader), 34-40 px (above the training range) and 18-30 px. Needs
   fonts-freefont-ttf and fonts-urw-base35; skipped without them;
+- `heldout_handwriting_faces`: the same kind of pages from held-out text set in the training
+  handwriting faces, in pen ink, on plain or ruled paper (`make_page(hand=1.0)`). Needs some of
+  `synth.HAND_FONTS`; skipped without them;
 - `samples`: `samples/` converted through the real renderer, against `ground_truth/`.
 Acceptance is measured on the held-out training-font pages: per-depth conditional acceptance
 with a fixed depth equal to the head's, and mean tokens per verify step with gated drafting.
@@ -32,7 +35,7 @@ from ocrcli.models.registry import load_model, resolve_device
 from ocrcli.render import PageImage, RenderSettings, render_page
 from ocrcli.settings import ConvertSettings
 from ocrcli.text_layer import DPI_KEY, rendered_dpi
-from ocrcli.training.synth import available_fonts, make_page
+from ocrcli.training.synth import available_fonts, hand_faces_installed, make_page
 from ocrcli.training.text import TextSources, missing_word_list
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,9 +73,9 @@ def decode(loaded, images, draft_depth: int | None, batch: int = 16, dpi: float 
     return PageDecoder(loaded, settings).decode(pages)
 
 
-def synthetic(n: int, heldout_fonts: bool, sizes: tuple[int, int], seed: int):
+def synthetic(n: int, heldout_fonts: bool, sizes: tuple[int, int], seed: int, hand: float = 0.0):
     src = TextSources.load("test")
-    pages = [make_page(800_000_000 + seed * 10_000 + i, src, heldout_fonts, sizes)
+    pages = [make_page(800_000_000 + seed * 10_000 + i, src, heldout_fonts, sizes, hand=hand)
              for i in range(n)]
     return [p.image for p in pages], [p.markdown for p in pages]
 
@@ -125,6 +128,12 @@ def main() -> int:
     else:
         result["heldout_unseen_fonts"] = "skipped: held-out fonts are not installed"
 
+    if hand_faces_installed():
+        imgs, md = synthetic(max(1, args.pages // 2), False, (18, 30), seed=20, hand=1.0)
+        result["heldout_handwriting_faces"] = error_rates([r.text for r in decode(loaded, imgs, None)], md)
+    else:
+        result["heldout_handwriting_faces"] = "skipped: no handwriting face is installed"
+
     docs, _ = collect([str(REPO / "samples")])
     render = RenderSettings(dpi=default_render_dpi(args.model))  # as the converter renders
     preds, refs, names = [], [], []
@@ -143,7 +152,8 @@ def main() -> int:
     if args.json:
         print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     else:
-        for key in ("heldout_train_fonts", "heldout_unseen_fonts", "samples"):
+        for key in ("heldout_train_fonts", "heldout_unseen_fonts", "heldout_handwriting_faces",
+                    "samples"):
             print(f"{key:22} {result[key]}")
         print(f"acceptance (K={depth}) {result['acceptance_fixed_depth']}")
         print(f"acceptance (gated)    {result['acceptance_gated']}")

@@ -547,6 +547,13 @@ def _swap_faces(style: PageStyle, faces: dict[str, list[str]], share: float,
                 style.fonts[role] = rng.choice(paths)
 
 
+def hand_faces_installed() -> bool:
+    """Whether any of the handwriting faces is installed (`make_page(hand=...)` needs one)."""
+    index = _font_index()
+    return any(n in index for faces in (HAND_FONTS, CAPS_HAND_FONTS) for names in faces.values()
+               for n in names)
+
+
 def _hand_style(style: PageStyle, share: float, rng: random.Random) -> None:
     """On a `share` of pages: handwriting faces (a third of them capitals only) for every role
     but code, pen ink from black to mid grey and, on half of them, ruled paper."""
