@@ -284,6 +284,30 @@ def spread_footer_page(seed: int = 0) -> Page:
     return page
 
 
+def book_head_page(seed: int = 0, rows: int = 1) -> Page:
+    """A book page whose running head (its page number at the left margin, the book's title in
+    the middle, the chapter at the right) sits at the body's own leading above the text. With
+    `rows` > 1 the page opens instead on a table of that many rows laid out the same way."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    font = _serif()
+    y = 100
+    for r in range(rows):
+        parts = ("400", "BRITISH HUSBANDRY.", "[Ch. XIX.") if rows == 1 else (
+            f"{rng.randint(100, 999)}", f"{rng.choice(WORDS)} {rng.choice(WORDS)}.".upper(),
+            f"[No. {r + 1}.")
+        xs = (100, 600 - int(draw.textlength(parts[1], font=font)) // 2,
+              1100 - int(draw.textlength(parts[2], font=font)))
+        for x, part in zip(xs, parts):
+            draw.text((x, y), part, font=font, fill=0)
+            if rows > 1:
+                page.lines.append((part, tuple(int(v) for v in draw.textbbox((x, y), part, font=font))))
+        y += LEADING
+    page.regions["header"] = (100, 100, 1100, 100 + BODY + 6)
+    paragraphs(page, draw, 100, y, 1000, 1480, rng)
+    return page
+
+
 def cover_page() -> Page:
     """A sparse title page: a title, a few lines far apart, and two lines of small print at
     the foot (a policy, a download date), as a repository's cover sheet has."""

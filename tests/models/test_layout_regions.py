@@ -14,6 +14,7 @@ from ocrcli.text_layer import DPI_KEY
 from tests.models.layout_pages import (
     _serif,
     blank,
+    book_head_page,
     cards_page,
     chart_between_lines_page,
     chart_page,
@@ -193,6 +194,25 @@ def test_a_running_title_with_its_page_number_and_a_stamp_above_it_is_the_header
     header = [b for b in layout.boxes if b.kind == "header"]
     assert len(header) >= 2 and all(_inside(b, page.regions["header"]) for b in header)
     assert sum(b.readable for b in layout.boxes) == len(page.lines) + 1  # the heading, read too
+
+
+def test_a_books_running_head_at_the_bodys_leading_is_the_header():
+    """Page number, title and chapter at the margins, no wider gap under them than between
+    the body's lines: their wide spaces, over prose that has none, set them apart."""
+    page = book_head_page()
+    layout = analyse_page(page.image)
+    assert [b.kind for b in layout.blocks][:2] == ["header", "text"]
+    header = [b for b in layout.boxes if b.kind == "header"]
+    assert header and all(_inside(b, page.regions["header"]) for b in header)
+    assert sum(b.readable for b in layout.boxes) == len(page.lines)
+
+
+def test_a_table_opening_a_page_is_no_running_head():
+    page = book_head_page(rows=4)
+    layout = analyse_page(page.image)
+    assert "header" not in [b.kind for b in layout.blocks]
+    read = [b for b in layout.boxes if b.readable]
+    assert all(any(_inside(b, box, slack=2) for b in read) for _, box in page.lines[:3])
 
 
 def test_the_page_number_of_a_body_that_ends_mid_page_is_furniture():

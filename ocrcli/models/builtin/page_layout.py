@@ -941,7 +941,9 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
     running title and a page number, one above the other.
 
     A line whose parts stand at the page's ends with a wide space between them (a journal's
-    name left, its issue right) counts as short: a paragraph's line has no such space. On a
+    name left, its issue right) counts as short: a paragraph's line has no such space. At the
+    top of the page such a line over a line without such spaces is a running head even at
+    the body's leading (a book's page number, title and chapter). On a
     sparse page (a cover, a title page) the body's own gaps are wide, so "set apart" asks for
     no more than 2.5 line heights for small print and 4 for body size. Below the page's middle,
     a lone line of a few characters set apart by such a gap is the page number, even above
@@ -976,8 +978,15 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
         return (sl.y0 >= height / 2 and _ink_width(sl.used) <= PAGE_NUMBER_MAX_WIDTH * lh
                 and sl.y1 - sl.y0 <= 1.25 * lh and gap >= beyond_body)
 
+    def running_head(sl: _Slice, below: _Slice) -> bool:
+        # A book's running head (page number, title and chapter at the margins) may keep the
+        # body's own leading: its wide spaces over prose that has none set it apart. Under a
+        # table's first row lies another row with the same spaces.
+        return at_ends(sl) and not spread(below)
+
     top = 0
-    while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and lone(slices[top], gaps[top]):
+    while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and (
+            lone(slices[top], gaps[top]) or (top == 0 and running_head(slices[0], slices[1]))):
         top += 1
     first, second = slices[0], slices[1]
     if (top == 0 and second.y1 <= FURNITURE_ZONE * height and at_ends(second) and gaps[1] >= apart
