@@ -308,6 +308,30 @@ def book_head_page(seed: int = 0, rows: int = 1) -> Page:
     return page
 
 
+def form_page(rows: int = 14) -> Page:
+    """A form: a label at the left of each row and, beside it, an empty field framed by a thin
+    box twice a line's height, some rows holding two fields; a line of instructions on top."""
+    page, draw = blank()
+    font = _serif()
+    intro = "Provide the following contact details"
+    draw.text((100, 90), intro, font=font, fill=0)
+    page.lines.append((intro, tuple(int(v) for v in draw.textbbox((100, 90), intro, font=font))))
+    labels = ("Email address", "Phone", "Postal address", "Suburb", "Country", "Postcode", "State")
+    y = 150
+    for r in range(rows):
+        label = labels[r % len(labels)]
+        draw.text((100, y + 12), label, font=font, fill=0)
+        page.lines.append((label, tuple(int(v) for v in draw.textbbox((100, y + 12), label, font=font))))
+        fields = [(320, 1100)] if r % 3 else [(320, 640), (780, 1100)]
+        for x0, x1 in fields:
+            draw.rectangle((x0, y, x1, y + 48), outline=0, width=2)
+        if not r % 3:
+            draw.text((660, y + 12), "Fax", font=font, fill=0)
+            page.lines.append(("Fax", tuple(int(v) for v in draw.textbbox((660, y + 12), "Fax", font=font))))
+        y += 66
+    return page
+
+
 def cover_page() -> Page:
     """A sparse title page: a title, a few lines far apart, and two lines of small print at
     the foot (a policy, a download date), as a repository's cover sheet has."""

@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from ocrcli.models.builtin import LinePageAdapter
-from ocrcli.models.builtin.layout import assemble_markdown
-from ocrcli.models.builtin.page_layout import analyse_page, fine_page
+from ocrcli.models.builtin.layout import assemble_markdown, despeckle, ink_mask
+from ocrcli.models.builtin.page_layout import analyse_page, fine_page, line_height
 from ocrcli.text_layer import DPI_KEY
 from tests.models.layout_pages import (
     _serif,
@@ -21,6 +21,7 @@ from tests.models.layout_pages import (
     columns_page,
     cover_page,
     drop_cap_page,
+    form_page,
     furniture_page,
     mid_page_number_page,
     paragraphs,
@@ -213,6 +214,24 @@ def test_a_table_opening_a_page_is_no_running_head():
     assert "header" not in [b.kind for b in layout.blocks]
     read = [b for b in layout.boxes if b.readable]
     assert all(any(_inside(b, box, slack=2) for b in read) for _, box in page.lines[:3])
+
+
+def test_the_empty_fields_of_a_form_are_not_read_and_do_not_set_the_line_height():
+    """A framed field inks every row it spans: counted as a line, it made the page's lines
+    look twice as tall, and its frame, too short for a rule at that height, was read."""
+    page = form_page()
+    gray = np.asarray(page.image, dtype=np.float32)
+    assert line_height(despeckle(ink_mask(gray))) <= 30  # the labels' lines, not the fields
+    layout = analyse_page(page.image)
+    read = [b for b in layout.boxes if b.readable]
+
+    def covers(b, box) -> bool:
+        x0, y0, x1, y1 = box
+        return b.x0 <= x0 + 4 and b.x1 >= x1 - 4 and b.ink_top <= y0 + 6 and b.ink_bottom >= y1 - 6
+
+    assert all(any(covers(b, box) for b in read) for _, box in page.lines)
+    # One line a row (a label, and "Fax" where a row has two fields), no frame read alone.
+    assert len(read) == 1 + 14 and all(any(covers(b, box) for _, box in page.lines) for b in read)
 
 
 def test_the_page_number_of_a_body_that_ends_mid_page_is_furniture():

@@ -54,6 +54,8 @@ PAGE_NUMBER_MAX_WIDTH = 3.0  # line heights: about four digits, or "- 7 -"
 DUST = 0.4  # line heights: a slice this small both ways is what is left of a rule or a speck
 REVERSED_CONTRAST = 80  # grey levels: letters this much lighter than their fill are reversed text
 LETTER_MIN_HEIGHT = 6  # pixels: at the layout's 144 dpi, a capital of 4-point print
+RULE_MIN_RUN_ACROSS = 40  # pixels of ink in a row: no rule is shorter, no body letter longer
+RULE_MIN_RUN_DOWN = 30  # pixels of ink in a column: the same, down
 
 
 # --- runs and connected components -------------------------------------------------------
@@ -214,7 +216,10 @@ def _strips(length: int, n: int) -> list[tuple[int, int]]:
 def line_height(ink: np.ndarray) -> float:
     """The page's usual text line height in pixels: the median height of the ink bands that
     vertical strips of the page show (strips, so that columns whose lines do not align still
-    show their own lines)."""
+    show their own lines). Runs of ink longer than any body letter's stroke are left out
+    first: the frame of a box (a form's field, a table's grid) inks every row it spans and
+    would count as one line as tall as the box."""
+    ink = ink & ~long_runs(ink, RULE_MIN_RUN_ACROSS, axis=1) & ~long_runs(ink, RULE_MIN_RUN_DOWN, axis=0)
     heights: list[int] = []
     for x0, x1 in _strips(ink.shape[1], 4):
         heights += [e - s for s, e in runs_1d(ink[:, x0:x1].any(axis=1)) if e - s >= 4]
@@ -307,9 +312,9 @@ def rulings(ink: np.ndarray, lh: float) -> tuple[np.ndarray, np.ndarray]:
     """Pixels of horizontal and vertical rules: runs far longer than any letter's stroke
     (5 line heights across, 3 down) and thin (a filled box or a photo is not a rule)."""
     thin = max(4, int(round(0.35 * lh)))
-    horizontal = long_runs(ink, max(40, int(5 * lh)), axis=1)
+    horizontal = long_runs(ink, max(RULE_MIN_RUN_ACROSS, int(5 * lh)), axis=1)
     horizontal = short_runs(horizontal, thin, axis=0)
-    vertical = long_runs(ink, max(30, int(3 * lh)), axis=0)
+    vertical = long_runs(ink, max(RULE_MIN_RUN_DOWN, int(3 * lh)), axis=0)
     vertical = short_runs(vertical, thin, axis=1)
     return horizontal, vertical
 
