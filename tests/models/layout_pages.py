@@ -308,6 +308,23 @@ def book_head_page(seed: int = 0, rows: int = 1) -> Page:
     return page
 
 
+def narrow_table_page(seed: int = 0) -> Page:
+    """A small two-column table opening the page, narrower than the text under it: its
+    heading row's short first word leaves a wide space before the second column, where its
+    other rows' longer words leave an ordinary one."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    font = _serif()
+    y = 100
+    for left, right in (("Bsds", "Atonement"), ("Moistness", "Zero"), ("Coors", "Depressant")):
+        for x, cell in ((100, left), (230, right)):
+            draw.text((x, y), cell, font=font, fill=0)
+            page.lines.append((cell, tuple(int(v) for v in draw.textbbox((x, y), cell, font=font))))
+        y += LEADING
+    paragraphs(page, draw, 100, y + 20, 1000, 1480, rng)
+    return page
+
+
 def form_page(rows: int = 14) -> Page:
     """A form: a label at the left of each row and, beside it, an empty field framed by a thin
     box twice a line's height, some rows holding two fields; a line of instructions on top."""

@@ -24,6 +24,7 @@ from tests.models.layout_pages import (
     form_page,
     furniture_page,
     mid_page_number_page,
+    narrow_table_page,
     paragraphs,
     photo_page,
     spread_footer_page,
@@ -208,8 +209,11 @@ def test_a_books_running_head_at_the_bodys_leading_is_the_header():
     assert sum(b.readable for b in layout.boxes) == len(page.lines)
 
 
-def test_a_table_opening_a_page_is_no_running_head():
-    page = book_head_page(rows=4)
+@pytest.mark.parametrize("make", [lambda: book_head_page(rows=4), narrow_table_page])
+def test_a_table_opening_a_page_is_no_running_head(make):
+    """Under a table's first row lies another row like it, or the row is narrower than the
+    text: a running head spans the text's measure."""
+    page = make()
     layout = analyse_page(page.image)
     assert "header" not in [b.kind for b in layout.blocks]
     read = [b for b in layout.boxes if b.readable]

@@ -50,6 +50,7 @@ FURNITURE_MAX_SPAN = 0.6  # share of the body's width: a wider line of body size
 FURNITURE_SPREAD_GAP = 3.0  # line heights: a space this wide splits a header's or footer's parts
 FURNITURE_SPARSE_GAP = 2.5  # line heights: on a sparse page, small print this far apart is apart
 FURNITURE_SPARSE_BODY_GAP = 4.0  # line heights: the same for a short line of body size
+RUNNING_HEAD_MIN_SPAN = 0.8  # share of the body's width a running head at its leading spans
 PAGE_NUMBER_MAX_WIDTH = 3.0  # line heights: about four digits, or "- 7 -"
 DUST = 0.4  # line heights: a slice this small both ways is what is left of a rule or a speck
 REVERSED_CONTRAST = 80  # grey levels: letters this much lighter than their fill are reversed text
@@ -947,8 +948,8 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
 
     A line whose parts stand at the page's ends with a wide space between them (a journal's
     name left, its issue right) counts as short: a paragraph's line has no such space. At the
-    top of the page such a line over a line without such spaces is a running head even at
-    the body's leading (a book's page number, title and chapter). On a
+    top of the page such a line across the text's measure, over a line without such spaces,
+    is a running head even at the body's leading (a book's page number, title and chapter). On a
     sparse page (a cover, a title page) the body's own gaps are wide, so "set apart" asks for
     no more than 2.5 line heights for small print and 4 for body size. Below the page's middle,
     a lone line of a few characters set apart by such a gap is the page number, even above
@@ -985,9 +986,11 @@ def furniture(slices: list[_Slice], height: int, lh: float) -> tuple[int, int]:
 
     def running_head(sl: _Slice, below: _Slice) -> bool:
         # A book's running head (page number, title and chapter at the margins) may keep the
-        # body's own leading: its wide spaces over prose that has none set it apart. Under a
-        # table's first row lies another row with the same spaces.
-        return at_ends(sl) and not spread(below)
+        # body's own leading: it spans the text's measure, and its wide spaces over prose that
+        # has none set it apart. Under a table's first row lies another row with the same
+        # spaces, or the row is narrower than the text.
+        return (at_ends(sl) and not spread(below)
+                and _ink_width(sl.used) >= RUNNING_HEAD_MIN_SPAN * body_span)
 
     top = 0
     while top < 2 and slices[top].y1 <= FURNITURE_ZONE * height and (
