@@ -421,3 +421,33 @@ def dark_slide_page(seed: int = 0) -> Page:
     paragraphs(page, ImageDraw.Draw(inverted), 120, 120, 980, 860, rng)
     page.image.paste(255, mask=Image.eval(inverted, lambda v: 255 - v))
     return page
+
+
+def cut_band_page(seed: int = 0, level: int = 110) -> Page:
+    """Running text over a footer band of grey `level` cut by two slanted gaps: a piece from
+    the page's left edge with a slanted, anti-aliased right edge, two slanted pieces, and the
+    band's main piece holding white text. Drawn four times larger and reduced, so that the
+    slanted edges are anti-aliased as a renderer's are. `regions`: "band", "pieces" (the left
+    piece and the slanted ones) and "text" (the white words)."""
+    rng = random.Random(seed)
+    page, draw = blank()
+    paragraphs(page, draw, 100, 100, 1000, 1300, rng)
+    top, bottom, slant = 1420, 1490, 50
+    big = Image.new("L", (WIDTH * 4, 280), 255)
+    band = ImageDraw.Draw(big)
+
+    def piece(x0: int, x1: int) -> None:
+        band.polygon([(4 * (x0 + slant), 0), (4 * (x1 + slant), 0), (4 * x1, 279), (4 * x0, 279)],
+                     fill=level)
+
+    piece(-slant, 330)
+    piece(370, 400)
+    piece(440, 470)
+    piece(510, WIDTH)
+    page.image.paste(big.resize((WIDTH, bottom - top), Image.BOX), (0, top))
+    draw.text((640, top + 20), "Copyright 2018 Example Press", font=_bold(28), fill=255)
+    page.regions["band"] = (0, top, WIDTH, bottom)
+    page.regions["pieces"] = (0, top, 520 + slant, bottom)
+    page.regions["text"] = tuple(int(v) for v in draw.textbbox(
+        (640, top + 20), "Copyright 2018 Example Press", font=_bold(28)))
+    return page

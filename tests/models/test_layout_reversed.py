@@ -5,7 +5,7 @@ import numpy as np
 from ocrcli.models.builtin.layout import despeckle, ink_mask
 from ocrcli.models.builtin.page_layout import analyse_page, components, reverse_light_text
 from tests.conftest import run_cli
-from tests.models.layout_pages import dark_slide_page, reversed_banner_page
+from tests.models.layout_pages import cut_band_page, dark_slide_page, reversed_banner_page
 
 
 def _region(image, box) -> np.ndarray:
@@ -45,6 +45,17 @@ def test_a_grey_fill_with_white_letters_is_reversed_too():
     assert np.median(banner) > 200 and (banner < 100).mean() > 0.05
 
 
+def test_a_band_cut_by_slanted_gaps_leaves_no_ink_beside_its_words():
+    page = cut_band_page()
+    layout = analyse_page(page.image)
+    x0, y0, x1, y1 = page.regions["pieces"]
+    assert (_region(layout.image, page.regions["pieces"]) < 178).sum() == 0  # no slanted edge left
+    band = [b for b in layout.boxes if b.ink_bottom >= y0]
+    assert [b.kind for b in band] == ["text"]  # the pieces are neither a figure nor a line
+    tx0, ty0, tx1, ty1 = page.regions["text"]
+    assert tx0 - 8 <= band[0].x0 and band[0].x1 <= tx1 + 8
+
+
 def test_an_upside_down_dark_slide_is_turned_by_its_letters():
     page = dark_slide_page()
     upright = analyse_page(page.image)
@@ -62,3 +73,14 @@ def test_the_converter_reads_the_banner(tmp_path):
     r = run_cli("convert", str(src), "-o", str(out), "--render-workers", "0", "--quiet")
     assert r.returncode == 0, r.stderr
     assert "ANNUAL REVIEW" in (out / "banner.png" / "page-0001.md").read_text()
+
+
+def test_the_converter_reads_the_cut_band_as_its_words_alone(tmp_path):
+    page = cut_band_page()
+    src = tmp_path / "band.png"
+    page.image.crop((0, 1300, 1224, 1584)).save(src)  # the band under the last paragraph
+    out = tmp_path / "out"
+    r = run_cli("convert", str(src), "-o", str(out), "--render-workers", "0", "--quiet")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in (out / "band.png" / "page-0001.md").read_text().splitlines() if line]
+    assert len(lines) == 1 and "Example Press" in lines[0]  # nothing read from the pieces

@@ -23,6 +23,7 @@ from PIL import Image
 LINE_HEIGHT = 32  # the recogniser's input height in pixels
 MAX_LINE_WIDTH = 1600  # wider crops are squeezed: 200 visual tokens at most
 PIECE_WIDTH = 384  # lines wider than this (about 45 characters) are read in pieces
+SHADE = 8  # grey levels: paper this much darker than the page's is shaded (a code block)
 
 
 @dataclass
@@ -168,7 +169,7 @@ def lines_in(page: PageInk, region: tuple[int, int, int, int]) -> list[LineBox]:
         x0, x1 = max(0, int(cols[0]) - pad), min(w - 1, int(cols[-1]) + pad)
         region_px = gray[cut_top : cut_bottom + 1, x0 : x1 + 1]
         paper = region_px[paper_mask[cut_top : cut_bottom + 1, x0 : x1 + 1]]
-        shaded = paper.size > 0 and float(np.median(paper)) < page.page_paper - 8
+        shaded = paper.size > 0 and float(np.median(paper)) < page.page_paper - SHADE
         boxes.append(LineBox(rx0 + x0, ry0 + cut_top, rx0 + x1, ry0 + cut_bottom, ry0 + top,
                              ry0 + bottom, shaded, _is_rule(ink, [top, bottom])))
     return boxes

@@ -33,6 +33,7 @@ import numpy as np
 from PIL import Image
 
 from ocrcli.models.builtin.layout import (
+    SHADE,
     LineBox,
     PageInk,
     despeckle,
@@ -53,6 +54,8 @@ FURNITURE_SPARSE_BODY_GAP = 4.0  # line heights: the same for a short line of bo
 RUNNING_HEAD_MIN_SPAN = 0.8  # share of the body's width a running head at its leading spans
 PAGE_NUMBER_MAX_WIDTH = 3.0  # line heights: about four digits, or "- 7 -"
 DUST = 0.4  # line heights: a slice this small both ways is what is left of a rule or a speck
+FILL_LEVEL_TOLERANCE = 4  # grey levels: most of a fill's pixels lie this close to its level
+FILL_NOISE = 24  # grey levels: JPEG's ringing moves a fill's pixels by up to this
 REVERSED_CONTRAST = 80  # grey levels: letters this much lighter than their fill are reversed text
 LETTER_MIN_HEIGHT = 6  # pixels: at the layout's 144 dpi, a capital of 4-point print
 RULE_MIN_RUN_ACROSS = 40  # pixels of ink in a row: no rule is shorter, no body letter longer
@@ -320,24 +323,62 @@ def rulings(ink: np.ndarray, lh: float) -> tuple[np.ndarray, np.ndarray]:
     return horizontal, vertical
 
 
-def flat_fills(gray: np.ndarray, ink: np.ndarray, lh: float, comps: Components) -> np.ndarray:
+def flat_fills(gray: np.ndarray, ink: np.ndarray, lh: float, comps: Components, paper: float
+               ) -> np.ndarray:
     """Pixels of flat grey fills: shaded table rows or cells (a heat map's many shades), a
     coloured box behind text. A fill is a dense blob at least a line tall and two wide, most
     of whose pixels are grey (not black) and level with their right and lower neighbours; a
     photograph's grain makes few of its pixels level. Such a fill is background: text on it
-    is darker than the fill and stays; read as ink, the fill would make the text one picture."""
+    is darker than the fill and stays; read as ink, the fill would make the text one picture.
+    Flat pieces of a fill's grey whose tops and bottoms are the fill's (a band cut by slanted
+    gaps) are fill too."""
     out = np.zeros_like(ink)
     if comps.area.size == 0:
         return out
     hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
     wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
     candidates = np.flatnonzero((comps.area >= 0.6 * hgt * wid) & (hgt >= lh) & (wid >= 2 * lh))
+    if candidates.size == 0:
+        return out
+    by_paper = near_ink(gray >= paper - SHADE, 2)
+    bands: list[tuple[int, int, float]] = []  # (top, bottom, level) of each fill
     for label in candidates:
         rows, cols = comps.pixels(int(label))
         flat = (gray[rows, cols] >= 60) & _level(gray, rows, cols)
         if flat.mean() >= 0.6:
-            out[rows[flat], cols[flat]] = True
-    return out
+            level = float(np.median(gray[rows[flat], cols[flat]]))
+            fill = flat | _fill_edge(gray, by_paper, rows, cols, level)
+            out[rows[fill], cols[fill]] = True
+            bands.append((int(comps.boxes[label, 0]), int(comps.boxes[label, 2]), level))
+    return out | comps.mask(out.shape, np.array(_band_pieces(gray, comps, bands), dtype=int))
+
+
+def _fill_edge(gray: np.ndarray, by_paper: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+               level: float) -> np.ndarray:
+    """Which of a fill's pixels are its anti-aliased edge: beside the paper (`by_paper`:
+    within 2 pixels of the page's paper level) and between the fill's grey and the paper's.
+    A slanted or rounded edge is not level, and left as ink it would be a thin line for the
+    reader to read; text on the fill is darker than the fill."""
+    return by_paper[rows, cols] & (gray[rows, cols] >= level - FILL_LEVEL_TOLERANCE)
+
+
+def _band_pieces(gray: np.ndarray, comps: Components, bands: list[tuple[int, int, float]]
+                 ) -> list[int]:
+    """Blobs whose top and bottom rows are a fill's (within a pixel), most of whose pixels
+    are of the fill's grey and almost none darker (nothing is written on them; the rest is
+    their anti-aliased edge): the pieces of a band that slanted gaps cut apart. A letter in
+    that grey would have to start and end on the band's exact rows."""
+    pieces = []
+    for top, bottom, level in bands:
+        near = np.flatnonzero((np.abs(comps.boxes[:, 0] - top) <= 1)
+                              & (np.abs(comps.boxes[:, 2] - bottom) <= 1))
+        for label in near:
+            rows, cols = comps.pixels(int(label))
+            grey = gray[rows, cols]
+            if ((np.abs(grey - level) <= FILL_LEVEL_TOLERANCE).mean() >= 0.6
+                    and (grey < level - FILL_NOISE).mean() <= 0.02):
+                pieces.append(int(label))
+    return pieces
 
 
 def _level(gray: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -1139,7 +1180,7 @@ def analyse_page(image: Image.Image) -> PageLayout:
         ink = np.ascontiguousarray(np.rot90(ink, turns))
         comps = components(ink)
     lh = line_height(ink)
-    fills = flat_fills(gray, ink, lh, comps)
+    fills = flat_fills(gray, ink, lh, comps, paper)
     if fills.any():  # painted as paper: the text on them is what is left of their ink
         gray = np.where(fills, np.float32(paper), gray)
         ink = despeckle(ink & ~fills)
@@ -1154,7 +1195,7 @@ def analyse_page(image: Image.Image) -> PageLayout:
     solid = text_ink.copy()
     for top, left, bottom, right in picture_boxes:
         solid[top : bottom + 1, left : right + 1] = True
-    cutter = _Cutter(solid, vrules, lh, clean < paper - 8)
+    cutter = _Cutter(solid, vrules, lh, clean < paper - SHADE)
     h, w = gray.shape
     blocks = page_blocks(cutter, w, h)
     boxes = _block_boxes(PageInk.of(clean, text_ink, lh), blocks, picture_boxes)
