@@ -1,11 +1,12 @@
 """Reversed text: light letters on a dark fill are read as any other line."""
 
 import numpy as np
+from PIL import ImageDraw
 
 from ocrcli.models.builtin.layout import despeckle, ink_mask
 from ocrcli.models.builtin.page_layout import analyse_page, components, reverse_light_text
 from tests.conftest import run_cli
-from tests.models.layout_pages import cut_band_page, dark_slide_page, reversed_banner_page
+from tests.models.layout_pages import _bold, cut_band_page, dark_slide_page, reversed_banner_page
 
 
 def _region(image, box) -> np.ndarray:
@@ -73,6 +74,15 @@ def test_the_converter_reads_the_banner(tmp_path):
     r = run_cli("convert", str(src), "-o", str(out), "--render-workers", "0", "--quiet")
     assert r.returncode == 0, r.stderr
     assert "ANNUAL REVIEW" in (out / "banner.png" / "page-0001.md").read_text()
+
+
+def test_a_dark_word_on_a_wide_grey_band_stays():
+    page = cut_band_page()
+    draw = ImageDraw.Draw(page.image)
+    draw.rectangle((100, 1330, 1124, 1400), fill=110)  # a wide fill, its own top and bottom
+    draw.text((120, 1350), "Note", font=_bold(28), fill=0)  # a sliver of its pixels
+    layout = analyse_page(page.image)
+    assert [b for b in layout.boxes if b.readable and 1330 <= b.ink_top and b.ink_bottom <= 1400]
 
 
 def test_the_converter_reads_the_cut_band_as_its_words_alone(tmp_path):

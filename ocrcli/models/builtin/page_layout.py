@@ -330,49 +330,56 @@ def flat_fills(gray: np.ndarray, ink: np.ndarray, lh: float, comps: Components, 
     of whose pixels are grey (not black) and level with their right and lower neighbours; a
     photograph's grain makes few of its pixels level. Such a fill is background: text on it
     is darker than the fill and stays; read as ink, the fill would make the text one picture.
-    Flat pieces of a fill's grey whose tops and bottoms are the fill's (a band cut by slanted
-    gaps) are fill too."""
+    A fill of one grey takes all its blob's pixels but the letters on it and their edges (its
+    own edge beside the paper included): JPEG's ringing and a slanted edge are not level, and
+    left as ink they would be a strip for the reader to read. Of a fill of many greys (a heat
+    map) only the level pixels are. Flat pieces of a fill's grey whose tops and bottoms are
+    the fill's (a band cut by slanted gaps) are fill too."""
     out = np.zeros_like(ink)
     if comps.area.size == 0:
         return out
     hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
     wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
     candidates = np.flatnonzero((comps.area >= 0.6 * hgt * wid) & (hgt >= lh) & (wid >= 2 * lh))
-    if candidates.size == 0:
-        return out
-    by_paper = near_ink(gray >= paper - SHADE, 2)
-    bands: list[tuple[int, int, float]] = []  # (top, bottom, level) of each fill
+    bands: dict[int, float] = {}  # label -> grey level of each fill of one grey
+    by_paper = near_ink(gray >= paper - SHADE, 1) if candidates.size else ink
     for label in candidates:
         rows, cols = comps.pixels(int(label))
-        flat = (gray[rows, cols] >= 60) & _level(gray, rows, cols)
-        if flat.mean() >= 0.6:
-            level = float(np.median(gray[rows[flat], cols[flat]]))
-            fill = flat | _fill_edge(gray, by_paper, rows, cols, level)
-            out[rows[fill], cols[fill]] = True
-            bands.append((int(comps.boxes[label, 0]), int(comps.boxes[label, 2]), level))
+        grey = gray[rows, cols]
+        flat = (grey >= 60) & _level(gray, rows, cols)
+        if flat.mean() < 0.6:
+            continue
+        level = float(np.median(grey[flat]))
+        if (np.abs(grey[flat] - level) <= FILL_NOISE).mean() >= 0.9:
+            dark = grey < level - FILL_NOISE
+            flat |= ~dark & (_away_from(comps.boxes[label], rows, cols, dark) | by_paper[rows, cols])
+            bands[int(label)] = level
+        out[rows[flat], cols[flat]] = True
     return out | comps.mask(out.shape, np.array(_band_pieces(gray, comps, bands), dtype=int))
 
 
-def _fill_edge(gray: np.ndarray, by_paper: np.ndarray, rows: np.ndarray, cols: np.ndarray,
-               level: float) -> np.ndarray:
-    """Which of a fill's pixels are its anti-aliased edge: beside the paper (`by_paper`:
-    within 2 pixels of the page's paper level) and between the fill's grey and the paper's.
-    A slanted or rounded edge is not level, and left as ink it would be a thin line for the
-    reader to read; text on the fill is darker than the fill."""
-    return by_paper[rows, cols] & (gray[rows, cols] >= level - FILL_LEVEL_TOLERANCE)
+def _away_from(box: np.ndarray, rows: np.ndarray, cols: np.ndarray, marks: np.ndarray
+               ) -> np.ndarray:
+    """Which of a blob's pixels (`rows`, `cols`, inside `box`) lie more than 2 pixels from
+    its `marks` (of a fill, the letters on it: their anti-aliased edges are near them)."""
+    top, left, bottom, right = (int(v) for v in box)
+    local = np.zeros((bottom - top + 1, right - left + 1), dtype=bool)
+    local[rows[marks] - top, cols[marks] - left] = True
+    return ~near_ink(local, 2)[rows - top, cols - left]
 
 
-def _band_pieces(gray: np.ndarray, comps: Components, bands: list[tuple[int, int, float]]
-                 ) -> list[int]:
-    """Blobs whose top and bottom rows are a fill's (within a pixel), most of whose pixels
-    are of the fill's grey and almost none darker (nothing is written on them; the rest is
-    their anti-aliased edge): the pieces of a band that slanted gaps cut apart. A letter in
-    that grey would have to start and end on the band's exact rows."""
+def _band_pieces(gray: np.ndarray, comps: Components, bands: dict[int, float]) -> list[int]:
+    """Blobs other than the fills (`bands`: label -> grey level) whose top and bottom rows
+    are a fill's (within a pixel), most of whose pixels are of the fill's grey and almost
+    none darker (nothing is written on them; the rest is their anti-aliased edge): the pieces
+    of a band that slanted gaps cut apart. A letter in that grey would have to start and end
+    on the band's exact rows."""
     pieces = []
-    for top, bottom, level in bands:
+    for band, level in bands.items():
+        top, bottom = comps.boxes[band, 0], comps.boxes[band, 2]
         near = np.flatnonzero((np.abs(comps.boxes[:, 0] - top) <= 1)
                               & (np.abs(comps.boxes[:, 2] - bottom) <= 1))
-        for label in near:
+        for label in near[~np.isin(near, list(bands))]:
             rows, cols = comps.pixels(int(label))
             grey = gray[rows, cols]
             if ((np.abs(grey - level) <= FILL_LEVEL_TOLERANCE).mean() >= 0.6
