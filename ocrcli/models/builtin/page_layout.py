@@ -341,8 +341,10 @@ def flat_fills(gray: np.ndarray, ink: np.ndarray, lh: float, comps: Components, 
     hgt = comps.boxes[:, 2] - comps.boxes[:, 0] + 1
     wid = comps.boxes[:, 3] - comps.boxes[:, 1] + 1
     candidates = np.flatnonzero((comps.area >= 0.6 * hgt * wid) & (hgt >= lh) & (wid >= 2 * lh))
+    if candidates.size == 0:
+        return out
+    by_paper = near_ink(gray >= paper - SHADE, 1)
     bands: dict[int, float] = {}  # label -> grey level of each fill of one grey
-    by_paper = near_ink(gray >= paper - SHADE, 1) if candidates.size else ink
     for label in candidates:
         rows, cols = comps.pixels(int(label))
         grey = gray[rows, cols]
